@@ -1,0 +1,1 @@
+"""Serving certificates: self-signed CA, renewal, hot reload, caBundle injection."""

@@ -1,0 +1,1 @@
+"""The controller shell: watches -> snapshot -> engine allocator -> CAS ledger -> Binding -> Events."""

@@ -1,0 +1,1 @@
+"""The ``vgpu-guard`` command line: review, simulate, serve, certs, sandbox."""

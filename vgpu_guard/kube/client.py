@@ -1,0 +1,118 @@
+"""ClusterClient: the one seam between vgpu-guard and an API server.
+
+Every read, write and watch of the controller, the webhook's caches, the certificate manager,
+``simulate`` and the e2e suite goes through this protocol. Two adapters implement it:
+
+- ``vgpu_guard.kube.aio.AioClusterClient``: the official ``kubernetes.aio`` client (production,
+  and tests against the API double served over HTTPS);
+- ``vgpu_guard.kube.memory.MemoryClusterClient``: calls the API double's store in-process (fast
+  property tests with hundreds of thousands of operations).
+
+Objects are plain dicts exactly as the API serves them. Errors are ``vgpu_guard.kube.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from vgpu_guard.kube.resources import Resource
+
+__all__ = ["ClusterClient", "ObjectList", "WatchEvent"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    """A LIST answer: the items and the collection's resourceVersion to watch from."""
+
+    items: list[Obj]
+    resource_version: str
+    continue_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event; BOOKMARK carries only ``metadata.resourceVersion`` in ``object``."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+    object: Obj = field(default_factory=dict)
+
+
+class ClusterClient(Protocol):
+    """What vgpu-guard needs from an API server; see the module docstring for the adapters."""
+
+    async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj: ...
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> ObjectList: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        """Stream changes after ``resource_version``; raises ``Expired`` when it is too old."""
+        ...
+
+    async def create(self, resource: Resource, obj: Mapping[str, Any], *, namespace: str | None = None) -> Obj: ...
+
+    async def replace(self, resource: Resource, obj: Mapping[str, Any]) -> Obj:
+        """PUT; a ``metadata.resourceVersion`` in ``obj`` is a precondition (409 ``Conflict`` when stale)."""
+        ...
+
+    async def replace_status(self, resource: Resource, obj: Mapping[str, Any]) -> Obj:
+        """PUT to the ``status`` subresource, same precondition rule as ``replace``."""
+        ...
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any] | list[Any],
+        *,
+        namespace: str | None = None,
+        patch_type: Literal["merge", "json"] = "merge",
+        subresource: str | None = None,
+    ) -> Obj: ...
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+    ) -> None:
+        """Delete; ``uid`` is a precondition. NotFound is raised, not swallowed."""
+        ...
+
+    async def bind(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str,
+        annotations: Mapping[str, str],
+        uid: str | None = None,
+    ) -> None:
+        """POST pods/binding: node and annotations land atomically; 409 when already bound."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""The admission webhook shell: aiohttp over HTTPS, decode -> engine -> encode, metrics, audit."""
