@@ -13,6 +13,7 @@ Objects are plain dicts exactly as the API serves them. Errors are ``vgpu_guard.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -84,7 +85,7 @@ class ClusterClient(Protocol):
         self,
         resource: Resource,
         name: str,
-        patch: Mapping[str, Any] | list[Any],
+        patch: Mapping[str, Any] | builtins.list[Any],
         *,
         namespace: str | None = None,
         patch_type: Literal["merge", "json"] = "merge",
