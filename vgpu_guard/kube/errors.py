@@ -35,7 +35,9 @@ __all__ = [
 class KubeError(Exception):
     """Raised when an API call fails; ``status`` is the API server's Status object when it sent one."""
 
-    def __init__(self, message: str, *, code: int = 0, reason: str = "", status: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, *, code: int = 0, reason: str = "", status: dict[str, Any] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.code = code

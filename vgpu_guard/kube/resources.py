@@ -13,6 +13,7 @@ from dataclasses import dataclass
 __all__ = [
     "CRDS",
     "EVENTS",
+    "GANG_PLACEMENTS",
     "HYPERNODES",
     "LEASES",
     "LEDGERS",
@@ -24,7 +25,6 @@ __all__ = [
     "QUEUES",
     "SECRETS",
     "VALIDATING_WEBHOOKS",
-    "GANG_PLACEMENTS",
     "Resource",
 ]
 
@@ -43,7 +43,9 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+    def path(
+        self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
         """The REST path, as kube-apiserver serves it."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace is not None:
@@ -63,10 +65,18 @@ EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 MUTATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    False,
 )
 VALIDATING_WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    False,
 )
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False)

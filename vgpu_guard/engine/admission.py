@@ -1,0 +1,277 @@
+"""Admission decisions: one entry point for the webhook, ``review`` and ``simulate``.
+
+``decide(request, view, config)`` routes an ``AdmissionRequest`` to the rules of its resource and
+phase (mutate or validate), applies each rule's configured action (enforce -> deny, warn -> admission
+warning, audit -> recorded only) and returns an ``AdmissionDecision``. ``review_object`` runs both
+phases in the API server's order, for offline review.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import Action, GuardConfig
+from vgpu_guard.engine.rules.pods_mutate import mutate_pod
+from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
+from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
+from vgpu_guard.engine.vgpu_request import vgpu_containers
+from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
+
+__all__ = [
+    "AdmissionDecision",
+    "AdmissionRequest",
+    "Phase",
+    "decide",
+    "handles",
+    "request_for",
+    "review_object",
+]
+
+Phase = Literal["mutate", "validate"]
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+NOT_SYNCED = (
+    "[cluster-state-unknown] vgpu-guard has not finished reading {what} from the API server and will not "
+    "decide on a partial view; retry in a few seconds"
+)
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """The parts of an AdmissionReview request the rules read (decoded by the shell)."""
+
+    kind: str
+    group: str
+    resource: str
+    operation: Operation
+    object: Mapping[str, Any] | None
+    old_object: Mapping[str, Any] | None = None
+    namespace: str = ""
+    name: str = ""
+    username: str = ""
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    sub_resource: str = ""
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class AdmissionDecision:
+    """What to answer: allowed or denied (with code and message), warnings, patch, what fired."""
+
+    allowed: bool
+    code: int = 200
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    patch: tuple[dict[str, Any], ...] = ()
+    # Rule ids that fired at any action, and the audit-only findings (for the audit log).
+    rules: tuple[str, ...] = ()
+    audit: tuple[str, ...] = ()
+    object: Mapping[str, Any] | None = None
+    violations: tuple[Violation, ...] = field(default=(), repr=False)
+
+
+def _settle(
+    violations: list[Violation],
+    config: GuardConfig,
+    *,
+    warnings: list[str] | None = None,
+    patch: list[dict[str, Any]] | None = None,
+    obj: Mapping[str, Any] | None = None,
+) -> AdmissionDecision:
+    denied = [v for v in violations if config.action_for(v.rule) is Action.ENFORCE]
+    warned = [clip_warning(v.render()) for v in violations if config.action_for(v.rule) is Action.WARN]
+    audited = [v.render() for v in violations if config.action_for(v.rule) is Action.AUDIT]
+    all_warnings = clip_warnings([*(warnings or []), *warned])
+    rules = tuple(dict.fromkeys(v.rule for v in violations))
+    if denied:
+        return AdmissionDecision(
+            allowed=False,
+            code=403,
+            message="\n".join(v.render() for v in denied),
+            warnings=tuple(all_warnings),
+            rules=rules,
+            audit=tuple(audited),
+            object=obj,
+            violations=tuple(violations),
+        )
+    return AdmissionDecision(
+        allowed=True,
+        warnings=tuple(all_warnings),
+        patch=tuple(patch or ()),
+        rules=rules,
+        audit=tuple(audited),
+        object=obj,
+        violations=tuple(violations),
+    )
+
+
+def _not_synced(what: str) -> AdmissionDecision:
+    # 503 reaches the client as ServiceUnavailable: controllers retry it, kubectl shows the reason.
+    return AdmissionDecision(
+        allowed=False, code=503, message=NOT_SYNCED.format(what=what), rules=("cluster-state-unknown",)
+    )
+
+
+def _has_vgpu(pod: Mapping[str, Any], config: GuardConfig) -> bool:
+    spec = pod.get("spec")
+    return isinstance(spec, Mapping) and any(True for _ in vgpu_containers(spec, config.nvidia))
+
+
+def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
+    pod = request.object or {}
+    if not _has_vgpu(pod, config):
+        return AdmissionDecision(allowed=True, object=pod)
+    mutation = mutate_pod(pod, view, config)
+    return AdmissionDecision(
+        allowed=True,
+        warnings=tuple(clip_warnings(mutation.warnings)),
+        patch=tuple(mutation.patch),
+        object=mutation.object,
+    )
+
+
+def _validate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
+    pod = request.object or {}
+    if _has_vgpu(pod, config) and not view.synced:
+        return _not_synced("nodes")
+    return _settle(validate_pod_spec(pod, view, config, username=request.username), config, obj=pod)
+
+
+def _validate_workload(
+    request: AdmissionRequest, view: ClusterView, config: GuardConfig
+) -> AdmissionDecision:
+    obj = request.object or {}
+    violations = validate_workload(obj, view, config, username=request.username, cluster_checks=view.synced)
+    return _settle(violations, config, obj=obj)
+
+
+Handler = Callable[[AdmissionRequest, ClusterView, GuardConfig], AdmissionDecision]
+
+# (phase, group, resource) -> handler, and the operations each handles.
+_HANDLERS: dict[tuple[Phase, str, str], tuple[Handler, frozenset[str]]] = {
+    ("mutate", "", "pods"): (_mutate_pod, frozenset({"CREATE"})),
+    ("validate", "", "pods"): (_validate_pod, frozenset({"CREATE"})),
+}
+_PLURALS = {
+    "Deployment": "deployments",
+    "StatefulSet": "statefulsets",
+    "ReplicaSet": "replicasets",
+    "DaemonSet": "daemonsets",
+    "Job": "jobs",
+    "CronJob": "cronjobs",
+}
+for _group, _kind in WORKLOAD_KINDS:
+    _HANDLERS[("validate", _group, _PLURALS[_kind])] = (_validate_workload, frozenset({"CREATE", "UPDATE"}))
+
+
+# (group, kind) -> resource plural, for objects that arrive as files rather than AdmissionReviews.
+KIND_RESOURCES: dict[tuple[str, str], str] = {
+    ("", "Pod"): "pods",
+    ("scheduling.volcano.sh", "Queue"): "queues",
+    **{(group, kind): _PLURALS[kind] for (group, kind) in WORKLOAD_KINDS},
+}
+
+
+def request_for(
+    obj: Mapping[str, Any],
+    *,
+    username: str,
+    operation: Operation = "CREATE",
+    old: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
+) -> AdmissionRequest:
+    """The AdmissionRequest the API server would send for ``obj`` (offline review, simulate)."""
+    api_version = str(obj.get("apiVersion") or "")
+    group = api_version.rpartition("/")[0]
+    kind = str(obj.get("kind") or "")
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    resource = KIND_RESOURCES.get((group, kind), kind.lower() + "s")
+    namespace = "" if resource == "queues" else str(metadata.get("namespace") or "default")
+    return AdmissionRequest(
+        kind=kind,
+        group=group,
+        resource=resource,
+        operation=operation,
+        object=obj,
+        old_object=old,
+        namespace=namespace,
+        name=str(metadata.get("name") or metadata.get("generateName") or ""),
+        username=username,
+        dry_run=dry_run,
+    )
+
+
+def register(phase: Phase, group: str, resource: str, handler: Handler, operations: frozenset[str]) -> None:
+    """Add a resource's rules (used by the rule modules of later features at import time)."""
+    _HANDLERS[(phase, group, resource)] = (handler, operations)
+
+
+def handles(phase: Phase, group: str, resource: str) -> frozenset[str]:
+    """The operations we decide for a resource in a phase (empty: not ours)."""
+    entry = _HANDLERS.get((phase, group, resource))
+    return entry[1] if entry else frozenset()
+
+
+def decide(
+    request: AdmissionRequest, view: ClusterView, config: GuardConfig, *, phase: Phase
+) -> AdmissionDecision:
+    """Decide one admission request; requests we do not handle are allowed untouched."""
+    entry = _HANDLERS.get((phase, request.group, request.resource))
+    if entry is None or request.operation not in entry[1] or request.sub_resource:
+        return AdmissionDecision(allowed=True, object=request.object)
+    handler, _ = entry
+    return handler(request, view, config)
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    """Both phases for one object, as ``review`` and ``simulate`` report it."""
+
+    decision: AdmissionDecision
+    patch: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...]
+    object: Mapping[str, Any]
+
+
+def server_defaults(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The API server's defaulting that happens before admission and matters to our rules.
+
+    A container that sets only ``limits`` of a resource gets equal ``requests``
+    (pkg/apis/core/v1/defaults.go SetDefaults_Pod). Offline review applies it so that what
+    ``review`` reports is what the webhook would see in a cluster.
+    """
+    if obj.get("kind") != "Pod" or not isinstance(obj.get("spec"), Mapping):
+        return obj
+    out = copy.deepcopy(dict(obj))
+    for list_name in ("initContainers", "containers"):
+        containers = out["spec"].get(list_name)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+                continue
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for name, value in resources["limits"].items():
+                    requests.setdefault(name, value)
+    return out
+
+
+def review_object(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> ReviewResult:
+    """API-server defaulting, mutation, then validation of the mutated object: the API server's order."""
+    if request.object is not None:
+        request = AdmissionRequest(**{**request.__dict__, "object": server_defaults(request.object)})
+    mutated = decide(request, view, config, phase="mutate")
+    obj = mutated.object if mutated.object is not None else (request.object or {})
+    if not mutated.allowed:
+        return ReviewResult(decision=mutated, patch=(), warnings=mutated.warnings, object=obj)
+    validated = decide(
+        AdmissionRequest(**{**request.__dict__, "object": obj}), view, config, phase="validate"
+    )
+    warnings = tuple(clip_warnings([*mutated.warnings, *validated.warnings]))
+    return ReviewResult(decision=validated, patch=mutated.patch, warnings=warnings, object=obj)

@@ -1,0 +1,199 @@
+"""ClusterView: the immutable snapshot of cluster state every decision reads.
+
+The webhook builds it from watch-fed caches, ``review`` from a ``--cluster`` file, ``simulate`` and
+the controller from the API. The core only ever sees this object, which is why the four cannot
+disagree. Building it from raw API objects never raises: a node with a bad registration or a bad
+allocatable quantity is kept (it still counts for CPU capacity) with its problem recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from functools import cached_property
+from typing import Any
+
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.devices import REGISTER_ANNOTATION, GpuDevice, Mode, parse_registration
+from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+
+__all__ = ["ClusterView", "NodeInfo", "Taint", "node_info"]
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What the core needs to know about one node."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    allocatable: Mapping[str, Fraction] = field(default_factory=dict)
+    gpus: tuple[GpuDevice, ...] = ()
+    mode: Mode | None = None
+    # Why the node's GPUs are not usable (bad registration, missing allocatable), or None.
+    gpu_problem: str | None = None
+    # Problems with other fields (an allocatable quantity that does not parse).
+    problems: tuple[str, ...] = ()
+
+    @property
+    def schedulable(self) -> bool:
+        """Ready and not cordoned: the nodes whose capacity counts."""
+        return self.ready and not self.unschedulable
+
+    @property
+    def vgpu_capable(self) -> bool:
+        return bool(self.gpus) and self.gpu_problem is None
+
+
+def _condition_true(obj: Obj, kind: str) -> bool:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conditions
+    )
+
+
+def _str_map(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if isinstance(k, str)}
+
+
+def node_info(obj: Obj, config: GuardConfig) -> NodeInfo:
+    """Parse a Node object; never raises (problems are recorded on the result)."""
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    name = str(metadata.get("name") or "")
+    annotations = _str_map(metadata.get("annotations"))
+    taints = tuple(
+        Taint(key=str(t.get("key", "")), value=str(t.get("value", "") or ""), effect=str(t.get("effect", "")))
+        for t in spec.get("taints") or []
+        if isinstance(t, Mapping)
+    )
+    allocatable: dict[str, Fraction] = {}
+    problems: list[str] = []
+    raw_allocatable = status.get("allocatable")
+    if isinstance(raw_allocatable, Mapping):
+        for resource, raw in raw_allocatable.items():
+            try:
+                allocatable[str(resource)] = parse_quantity(raw).value
+            except QuantityError as e:
+                problems.append(f"status.allocatable[{resource}]: {e}")
+    nvidia = config.nvidia
+    gpus: tuple[GpuDevice, ...] = ()
+    mode: Mode | None = None
+    gpu_problem: str | None = None
+    if REGISTER_ANNOTATION in annotations:
+        mig_models = [m for entry in nvidia.known_mig_geometries for m in entry.models]
+        registration = parse_registration(annotations[REGISTER_ANNOTATION], mig_models=mig_models)
+        gpus, mode, gpu_problem = registration.devices, registration.mode, registration.error
+        if gpu_problem is None:
+            missing = [
+                r
+                for r in (nvidia.resource_count_name, nvidia.resource_memory_name, nvidia.resource_core_name)
+                if allocatable.get(r, Fraction(0)) <= 0
+            ]
+            if missing:
+                gpu_problem = f"registered GPUs but allocatable has no {', '.join(missing)}"
+    return NodeInfo(
+        name=name,
+        labels=_str_map(metadata.get("labels")),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=_condition_true(obj, "Ready"),
+        allocatable=allocatable,
+        gpus=gpus,
+        mode=mode,
+        gpu_problem=gpu_problem,
+        problems=tuple(problems),
+    )
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """An immutable snapshot; derived facts are computed once, on first use.
+
+    ``synced`` is False until every cache behind the view has listed once: decisions that depend
+    on cluster state refuse to guess from a partial view (seed 001's crash came from one).
+    """
+
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    queues: Mapping[str, Obj] = field(default_factory=dict)
+    podgroups: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
+    synced: bool = True
+    # Where the state came from, for messages and review output ("cluster", "file x.yaml", ...).
+    source: str = "cluster"
+
+    @classmethod
+    def from_objects(
+        cls, objects: Iterable[Obj], config: GuardConfig, *, synced: bool = True, source: str = "cluster"
+    ) -> ClusterView:
+        """Build a view from raw API objects of any kind; unknown kinds are ignored."""
+        nodes: dict[str, NodeInfo] = {}
+        queues: dict[str, Obj] = {}
+        podgroups: dict[tuple[str, str], Obj] = {}
+        for obj in objects:
+            kind = obj.get("kind")
+            metadata = obj.get("metadata")
+            if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+                continue
+            if kind == "Node":
+                info = node_info(obj, config)
+                nodes[info.name] = info
+            elif kind == "Queue":
+                queues[metadata["name"]] = obj
+            elif kind == "PodGroup":
+                podgroups[(str(metadata.get("namespace") or "default"), metadata["name"])] = obj
+        return cls(nodes=nodes, queues=queues, podgroups=podgroups, synced=synced, source=source)
+
+    def with_admitted(self, obj: Obj) -> ClusterView:
+        """The view after ``obj`` was admitted (offline review: each queue sees the previous ones)."""
+        metadata = obj.get("metadata")
+        if (
+            obj.get("kind") == "Queue"
+            and isinstance(metadata, Mapping)
+            and isinstance(metadata.get("name"), str)
+        ):
+            return replace(self, queues={**self.queues, metadata["name"]: obj})
+        return self
+
+    @cached_property
+    def gpu_nodes(self) -> tuple[NodeInfo, ...]:
+        """Nodes whose vGPU registration is usable, in name order."""
+        return tuple(sorted((n for n in self.nodes.values() if n.vgpu_capable), key=lambda n: n.name))
+
+    @cached_property
+    def offered_modes(self) -> frozenset[Mode]:
+        return frozenset(n.mode for n in self.gpu_nodes if n.mode is not None)
+
+    @cached_property
+    def max_gpus_per_node(self) -> int:
+        return max((len(n.gpus) for n in self.gpu_nodes), default=0)
+
+    @cached_property
+    def largest_card_memory(self) -> int:
+        """Largest registered card memory, in plugin units."""
+        return max((g.memory for n in self.gpu_nodes for g in n.gpus), default=0)
+
+    @cached_property
+    def mig_card_types(self) -> tuple[str, ...]:
+        """Distinct card types on MIG-mode nodes, sorted (the models MIG requests can land on)."""
+        return tuple(sorted({g.type for n in self.gpu_nodes if n.mode == "mig" for g in n.gpus}))

@@ -1,0 +1,224 @@
+"""The configuration model: ours, plus the device plugin's ConfigMap in its exact schema.
+
+Why the plugin's schema verbatim: platform teams already maintain ``volcano-vgpu-device-config``
+(key ``device-config.yaml``); the chart mounts that very ConfigMap so our webhook rounds MIG
+requests with the same geometries the scheduler uses. Field names and types follow the plugin
+(camelCase, ``nvidia:`` root). Capacities stay integers; scaling factors are exact decimals.
+
+Loading (files, environment) lives in ``vgpu_guard.configfile``; this module only validates.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "Action",
+    "AdmissionSettings",
+    "DeviceConfig",
+    "GuardConfig",
+    "MigGeometry",
+    "MigGeometryGroup",
+    "MigModelGeometries",
+    "NvidiaConfig",
+    "QueueSettings",
+    "SchedulingSettings",
+    "TopologySettings",
+    "WebhookSettings",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, validate_default=True
+    )
+
+
+# --- the plugin's schema (volcano-vgpu-device-plugin, device-config.yaml) ---------------------------
+
+
+class MigGeometry(_Model):
+    """One MIG instance template: ``name`` (e.g. 1g.10gb), ``memory`` MiB, how many fit on a card."""
+
+    name: str = Field(min_length=1)
+    memory: int = Field(gt=0)
+    count: int = Field(gt=0)
+
+
+class MigGeometryGroup(_Model):
+    """A layout a card can be partitioned into; a card uses one group at a time."""
+
+    group: str = Field(min_length=1)
+    geometries: tuple[MigGeometry, ...] = Field(min_length=1)
+
+
+class MigModelGeometries(_Model):
+    """The geometry groups of the GPU models whose type contains one of ``models``."""
+
+    models: tuple[str, ...] = Field(min_length=1)
+    allowed_geometries: tuple[MigGeometryGroup, ...] = Field(min_length=1)
+
+
+class NvidiaConfig(_Model):
+    """The ``nvidia:`` block of the plugin's device config, field for field."""
+
+    resource_count_name: str = "volcano.sh/vgpu-number"
+    resource_memory_name: str = "volcano.sh/vgpu-memory"
+    resource_memory_percentage_name: str = "volcano.sh/vgpu-memory-percentage"
+    resource_core_name: str = "volcano.sh/vgpu-cores"
+    overwrite_env: bool = False
+    default_memory: int = Field(default=0, ge=0)
+    default_cores: int = Field(default=0, ge=0, le=100)
+    default_gpu_num: int = Field(default=1, ge=1, alias="defaultGPUNum")
+    device_split_count: int = Field(default=10, ge=1)
+    device_memory_scaling: Decimal = Field(default=Decimal(1), gt=0)
+    device_core_scaling: Decimal = Field(default=Decimal(1), gt=0)
+    gpu_memory_factor: int = Field(default=1, ge=1, alias="gpuMemoryFactor")
+    known_mig_geometries: tuple[MigModelGeometries, ...] = ()
+
+    @field_validator("device_memory_scaling", "device_core_scaling", mode="before")
+    @classmethod
+    def _exact_decimal(cls, value: Any) -> Any:
+        # YAML gives 1.8 as a float; go through its shortest repr so Decimal("1.8") is exact.
+        if isinstance(value, float):
+            return Decimal(repr(value))
+        return value
+
+
+class DeviceConfig(_Model):
+    """The plugin's whole ``device-config.yaml``; unknown vendor blocks are not ours to judge."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    nvidia: NvidiaConfig = NvidiaConfig()
+
+
+# --- ours --------------------------------------------------------------------------------------------
+
+
+class Action(StrEnum):
+    """What a rule does when it fires (Gatekeeper's enforcementAction, Kyverno's failureAction)."""
+
+    ENFORCE = "enforce"
+    WARN = "warn"
+    AUDIT = "audit"
+
+
+ModeChoice = Literal["auto", "hami-core", "mig"]
+
+
+class AdmissionSettings(_Model):
+    """Pod admission: defaults, mode choice, and per-rule actions."""
+
+    default_mode: ModeChoice = "auto"
+    # The plugin matches kubelet Allocate calls to pods by request size; with vGPU in several
+    # containers it cannot tell them apart. Deny by default; "warn" admits with a warning.
+    multi_container: Literal["deny", "warn"] = "deny"
+    # Users allowed to set allocation annotations on CREATE (our controller writes them on the
+    # Binding, which is not a pod CREATE; this is for migrations and break-glass tooling).
+    trusted_users: tuple[str, ...] = ()
+    rules: dict[str, Action] = Field(default_factory=dict)
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, value: dict[str, Action]) -> dict[str, Action]:
+        from vgpu_guard.engine.rules.catalog import RULES
+
+        unknown = sorted(set(value) - set(RULES))
+        if unknown:
+            raise ValueError(f"unknown rule id(s) {', '.join(unknown)}; known: {', '.join(sorted(RULES))}")
+        return value
+
+
+class SchedulingSettings(_Model):
+    """Routing of vGPU pods to our allocator, and how it packs."""
+
+    routing: bool = False
+    scheduler_name: str = Field(default="vgpu-guard", min_length=1)
+    policy: Literal["binpack", "spread"] = "binpack"
+    # Seconds a pod may stay in bind-phase=allocating before the node is released for the next.
+    allocating_timeout_seconds: int = Field(default=120, ge=5)
+
+
+class QueueSettings(_Model):
+    """Queue guarantee checks against cluster capacity."""
+
+    warn_fraction: Decimal = Field(default=Decimal("0.9"), gt=0, le=1)
+    # Only nodes with all these labels form the Volcano-managed pool (empty: every node).
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    # Per-resource amounts held back from capacity (system daemons, headroom): quantities.
+    reserve: dict[str, str | int] = Field(default_factory=dict)
+
+    @field_validator("warn_fraction", mode="before")
+    @classmethod
+    def _exact_fraction(cls, value: Any) -> Any:
+        return Decimal(repr(value)) if isinstance(value, float) else value
+
+    @field_validator("reserve")
+    @classmethod
+    def _quantities(cls, value: dict[str, str | int]) -> dict[str, str | int]:
+        from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+
+        for key, raw in value.items():
+            try:
+                if parse_quantity(raw).value < 0:
+                    raise ValueError(f"{key}: reserve must not be negative")
+            except QuantityError as e:
+                raise ValueError(f"{key}: {e}") from e
+        return value
+
+
+class TopologySettings(_Model):
+    """InfiniBand cluster pinning for gangs."""
+
+    # Node label whose value names the node's IB cluster; empty disables IB pinning.
+    ib_cluster_label: str = ""
+    # Read Volcano HyperNodes of this tier as IB clusters (None: labels only).
+    hyper_node_tier: int | None = Field(default=None, ge=1)
+    # When no cluster can hold a gang: deny the pod, or admit it unpinned with a warning.
+    on_no_fit: Literal["deny", "unpinned"] = "deny"
+
+
+class WebhookSettings(_Model):
+    """The HTTPS admission server."""
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=9443, ge=1, le=65535)
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    tls_cert_file: str = "/etc/vgpu-guard/tls/tls.crt"
+    tls_key_file: str = "/etc/vgpu-guard/tls/tls.key"
+    # Seconds in-flight requests get to finish on shutdown (kept below terminationGracePeriod).
+    shutdown_timeout_seconds: float = Field(default=10, gt=0, le=60)
+
+
+class GuardConfig(_Model):
+    """Everything vgpu-guard reads at start; invalid values fail with their field path."""
+
+    device_config: DeviceConfig = DeviceConfig()
+    admission: AdmissionSettings = AdmissionSettings()
+    scheduling: SchedulingSettings = SchedulingSettings()
+    queues: QueueSettings = QueueSettings()
+    topology: TopologySettings = TopologySettings()
+    webhook: WebhookSettings = WebhookSettings()
+
+    @model_validator(mode="after")
+    def _mode_needs_geometries(self) -> GuardConfig:
+        if self.admission.default_mode == "mig" and not self.device_config.nvidia.known_mig_geometries:
+            raise ValueError(
+                "admission.defaultMode is mig but deviceConfig.nvidia.knownMigGeometries is empty; "
+                "add the plugin's geometries or choose auto/hami-core"
+            )
+        return self
+
+    @property
+    def nvidia(self) -> NvidiaConfig:
+        return self.device_config.nvidia
+
+    def action_for(self, rule: str) -> Action:
+        """The configured action of a rule (enforce unless the config says otherwise)."""
+        return self.admission.rules.get(rule, Action.ENFORCE)

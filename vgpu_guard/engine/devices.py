@@ -1,0 +1,107 @@
+"""GPU registrations written by volcano-vgpu-device-plugin on each node.
+
+Annotation ``volcano.sh/node-vgpu-register``: records joined by ``:`` (trailing ``:``), each
+``UUID,count,devmemMiB,type,health,mode``. Plugin v1.9.x wrote five fields (no mode), which means
+hami-core. Volcano ignores a whole node when any record is short; we parse the legacy form, and a
+record that is malformed otherwise makes us skip that node *with a reported reason* instead of
+guessing (or crashing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "REGISTER_ANNOTATION",
+    "GpuDevice",
+    "Mode",
+    "Registration",
+    "parse_registration",
+]
+
+REGISTER_ANNOTATION = "volcano.sh/node-vgpu-register"
+Mode = Literal["hami-core", "mig"]
+MODES: tuple[Mode, ...] = ("hami-core", "mig")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One physical card as the plugin registered it; memory is in plugin units (gpuMemoryFactor MiB)."""
+
+    uuid: str
+    index: int
+    split_count: int
+    memory: int
+    type: str
+    healthy: bool
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A node's parsed registration: its cards and mode, or why it was skipped."""
+
+    devices: tuple[GpuDevice, ...] = ()
+    error: str | None = None
+
+    @property
+    def mode(self) -> Mode | None:
+        # Volcano takes the node's mode from its last record.
+        return self.devices[-1].mode if self.devices else None
+
+
+def _is_known_mig_type(card_type: str, mig_models: Sequence[str]) -> bool:
+    return any(model in card_type for model in mig_models)
+
+
+def parse_registration(raw: object, *, mig_models: Sequence[str] = ()) -> Registration:
+    """Parse the register annotation; never raises.
+
+    ``mig_models`` are the ``knownMigGeometries`` model names: a ``mig`` record whose type matches
+    none of them is served by Volcano as hami-core, and so do we.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        return Registration(error=f"annotation {REGISTER_ANNOTATION} is missing or empty")
+    devices: list[GpuDevice] = []
+    seen: set[str] = set()
+    for position, record in enumerate(part for part in raw.strip().split(":") if part.strip()):
+        fields = [f.strip() for f in record.split(",")]
+        where = f"record {position + 1} ({record[:60]!r})"
+        if len(fields) not in (5, 6):
+            return Registration(
+                error=f"{where} has {len(fields)} fields, expected UUID,count,devmem,type,health[,mode]"
+            )
+        uuid, count, memory, card_type, health = fields[:5]
+        mode = fields[5] if len(fields) == 6 else "hami-core"
+        if not uuid:
+            return Registration(error=f"{where} has an empty UUID")
+        if uuid in seen:
+            return Registration(error=f"{where} repeats UUID {uuid}")
+        if not count.isdigit() or int(count) < 1:
+            return Registration(error=f"{where} has split count {count!r}, expected a positive integer")
+        if not memory.isdigit():
+            return Registration(error=f"{where} has device memory {memory!r}, expected an integer (MiB)")
+        if health not in ("true", "false"):
+            return Registration(error=f"{where} has health {health!r}, expected true or false")
+        if mode not in MODES:
+            return Registration(error=f"{where} has mode {mode!r}, expected hami-core or mig")
+        checked_mode: Mode = (
+            "mig" if mode == "mig" and _is_known_mig_type(card_type, mig_models) else "hami-core"
+        )
+        seen.add(uuid)
+        devices.append(
+            GpuDevice(
+                uuid=uuid,
+                index=position,
+                split_count=int(count),
+                memory=int(memory),
+                type=card_type,
+                healthy=health == "true",
+                mode=checked_mode,
+            )
+        )
+    if not devices:
+        return Registration(error=f"annotation {REGISTER_ANNOTATION} holds no records")
+    return Registration(devices=tuple(devices))

@@ -1,0 +1,251 @@
+"""Pod CREATE mutations: make a vGPU request explicit, consistent and placeable.
+
+Each step edits a private copy of the pod and says what it changed (one admission warning per
+change); the JSONPatch is the difference between the original and the copy. Running the pipeline
+on its own output changes nothing, which is what ``reinvocationPolicy: IfNeeded`` needs.
+
+Steps, in order:
+1. requests and limits made equal for vGPU resources (Volcano reads limits; the API server needs
+   both equal for extended resources);
+2. defaults nothing applies today: defaultGPUNum, defaultMemory, defaultCores; a whole-card request
+   gets vgpu-cores 100 (exclusive), as HAMi does;
+3. the sharing mode stamped explicitly (``volcano.sh/vgpu-mode``), chosen among modes nodes offer;
+4. MIG requests rounded up to the profile Volcano will place them on, profile recorded;
+5. routing to our allocator (``spec.schedulerName``) when enabled.
+A container whose values do not parse is left alone; validation reports it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+
+from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.devices import MODES, Mode
+from vgpu_guard.engine.mig import MigChoice, round_to_profile, usable_mib
+from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuKey, resource_names, vgpu_containers
+
+__all__ = ["Mutation", "choose_mode", "mutate_pod", "normalise_pod"]
+
+_WHO = "vgpu-guard"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """The mutated pod, the RFC 6902 patch that produces it, and one warning per change."""
+
+    object: dict[str, Any]
+    patch: list[dict[str, Any]]
+    warnings: list[str]
+
+
+def _well_formed(cv: ContainerVgpu) -> bool:
+    """Only containers whose values are plain whole numbers are normalised; validation reports the rest."""
+    return all(
+        v.integer is not None and v.quantity is not None and v.quantity.suffix == ""
+        for v in cv.values.values()
+    )
+
+
+def _ensure_map(parent: MutableMapping[str, Any], key: str) -> MutableMapping[str, Any]:
+    value = parent.get(key)
+    if not isinstance(value, MutableMapping):
+        value = {}
+        parent[key] = value
+    return value
+
+
+def _container(pod: MutableMapping[str, Any], cv: ContainerVgpu) -> MutableMapping[str, Any]:
+    container = pod["spec"][cv.list_name][cv.index]
+    assert isinstance(container, MutableMapping)
+    return container
+
+
+def _set_resource(container: MutableMapping[str, Any], resource: str, value: int) -> None:
+    resources = _ensure_map(container, "resources")
+    _ensure_map(resources, "limits")[resource] = str(value)
+    _ensure_map(resources, "requests")[resource] = str(value)
+
+
+def _sync_requests_limits(
+    container: MutableMapping[str, Any], cv: ContainerVgpu, names: Mapping[VgpuKey, str], warnings: list[str]
+) -> None:
+    resources = _ensure_map(container, "resources")
+    limits, requests = resources.get("limits"), resources.get("requests")
+    limits = limits if isinstance(limits, Mapping) else {}
+    requests = requests if isinstance(requests, Mapping) else {}
+    for key in cv.values:
+        resource = names[key]
+        if resource in requests and resource not in limits:
+            _ensure_map(resources, "limits")[resource] = requests[resource]
+            warnings.append(
+                f'{_WHO}: container "{cv.name}": copied requests {resource} to limits (Volcano reads limits)'
+            )
+        elif resource in limits and resource not in requests:
+            _ensure_map(resources, "requests")[resource] = limits[resource]
+            warnings.append(
+                f'{_WHO}: container "{cv.name}": set requests {resource}={limits[resource]} to match limits'
+            )
+
+
+def _apply_defaults(
+    container: MutableMapping[str, Any], cv: ContainerVgpu, config: GuardConfig, warnings: list[str]
+) -> dict[VgpuKey, int]:
+    """Fill in defaults; return the container's effective integer request."""
+    nvidia = config.nvidia
+    names = resource_names(nvidia)
+    values: dict[VgpuKey, int] = {k: v for k in cv.values if (v := cv.integer(k)) is not None}
+
+    def put(key: VgpuKey, value: int, why: str) -> None:
+        values[key] = value
+        _set_resource(container, names[key], value)
+        warnings.append(f'{_WHO}: container "{cv.name}": set {names[key]}={value} ({why})')
+
+    if "number" not in values and values.keys() & {"memory", "cores", "percentage"}:
+        put("number", nvidia.default_gpu_num, "defaultGPUNum")
+    if "memory" not in values and "percentage" not in values and nvidia.default_memory > 0:
+        put("memory", nvidia.default_memory, "defaultMemory")
+    if "cores" not in values and nvidia.default_cores > 0:
+        put("cores", nvidia.default_cores, "defaultCores")
+    whole_card = ("memory" not in values and "percentage" not in values) or values.get("percentage") == 100
+    if "cores" not in values and whole_card:
+        put("cores", 100, "a whole card is exclusive")
+    return values
+
+
+def choose_mode(view: ClusterView, config: GuardConfig) -> tuple[Mode | None, str]:
+    """The mode to stamp when a pod names none, and why (documented in docs/configuration.md).
+
+    ``auto``: the only mode nodes offer; when both are offered, hami-core (it fits any request size;
+    MIG is opted into per pod). An explicit default that no node offers falls back to ``auto``:
+    stamping a mode nobody offers would leave the pod Pending forever.
+    """
+    offered = view.offered_modes
+    if not offered:
+        return None, "no node registers vGPU devices"
+    preferred = config.admission.default_mode
+    if preferred != "auto" and preferred in offered:
+        return preferred, f"defaultMode {preferred}"
+    auto: Mode = "hami-core" if "hami-core" in offered else "mig"
+    if preferred != "auto":
+        return auto, f"defaultMode {preferred} is offered by no node"
+    return auto, "defaultMode auto" + ("" if len(offered) == 1 else ", both modes offered")
+
+
+def _round_mig(
+    container: MutableMapping[str, Any],
+    cv: ContainerVgpu,
+    *,
+    memory: int,
+    view: ClusterView,
+    config: GuardConfig,
+    warnings: list[str],
+) -> str | None:
+    """Round a MIG memory request; returns the profile label to record, or None."""
+    nvidia = config.nvidia
+    factor = nvidia.gpu_memory_factor
+    choices: list[MigChoice] = [
+        choice
+        for card_type in view.mig_card_types
+        if (choice := round_to_profile(card_type, memory * factor, nvidia.known_mig_geometries)) is not None
+    ]
+    if not choices:
+        return None
+    # Rounding is monotone per card type, so the smallest rounded size rounds to the same profile
+    # on every type: the pod gets exactly the profile Volcano will carve, whichever card it lands on.
+    rounded = math.ceil(min(c.memory for c in choices) / factor)
+    resource = nvidia.resource_memory_name
+    if rounded != memory:
+        _set_resource(container, resource, rounded)
+        profiles = ", ".join(sorted({c.profile for c in choices}))
+        warnings.append(
+            f'{_WHO}: container "{cv.name}": rounded {resource} {memory} -> {rounded} (MIG {profiles})'
+        )
+    for c in choices:
+        real = usable_mib(c.card_type, c.profile)
+        if real is not None and real < c.memory:
+            model = c.card_type.removeprefix("NVIDIA-").removeprefix("NVIDIA ")
+            warnings.append(
+                f"{_WHO}: MIG {c.profile} on {model} exposes ~{real} MiB, not the {c.memory} MiB configured"
+            )
+    if len({c.profile for c in choices}) == 1:
+        return choices[0].profile
+    return ",".join(sorted(f"{c.card_type.removeprefix('NVIDIA-')}={c.profile}" for c in choices))
+
+
+def normalise_pod(
+    pod: Mapping[str, Any], view: ClusterView, config: GuardConfig
+) -> tuple[dict[str, Any], list[str]]:
+    """The mutated copy of ``pod`` and the warnings; ``pod`` itself is not touched."""
+    work: dict[str, Any] = copy.deepcopy(dict(pod))
+    spec = work.get("spec")
+    if not isinstance(spec, MutableMapping):
+        return work, []
+    nvidia = config.nvidia
+    names = resource_names(nvidia)
+    containers = [cv for cv in vgpu_containers(spec, nvidia) if _well_formed(cv)]
+    has_vgpu = any(True for _ in vgpu_containers(spec, nvidia))
+    if not has_vgpu:
+        return work, []
+    warnings: list[str] = []
+    effective: list[tuple[ContainerVgpu, dict[VgpuKey, int]]] = []
+    for cv in containers:
+        container = _container(work, cv)
+        _sync_requests_limits(container, cv, names, warnings)
+        effective.append((cv, _apply_defaults(container, cv, config, warnings)))
+
+    metadata = _ensure_map(work, "metadata")
+    annotations = metadata.get("annotations")
+    mode = annotations.get(VGPU_MODE) if isinstance(annotations, Mapping) else None
+    if mode is None:
+        chosen, why = choose_mode(view, config)
+        if chosen is not None:
+            _ensure_map(metadata, "annotations")[VGPU_MODE] = chosen
+            warnings.append(f"{_WHO}: set annotation {VGPU_MODE}={chosen} ({why})")
+            mode = chosen
+        else:
+            warnings.append(f"{_WHO}: {VGPU_MODE} left unset: {why}")
+
+    if mode == "mig" and mode in MODES:
+        labels = []
+        for cv, values in effective:
+            if "memory" in values:
+                label = _round_mig(
+                    _container(work, cv),
+                    cv,
+                    memory=values["memory"],
+                    view=view,
+                    config=config,
+                    warnings=warnings,
+                )
+                if label is not None:
+                    labels.append(label if len(effective) == 1 else f"{cv.name}/{label}")
+        if labels:
+            profile = ";".join(labels)
+            current = _ensure_map(metadata, "annotations").get(MIG_PROFILE)
+            if current != profile:
+                metadata["annotations"][MIG_PROFILE] = profile
+                warnings.append(f"{_WHO}: set annotation {MIG_PROFILE}={profile}")
+
+    scheduling = config.scheduling
+    if scheduling.routing and spec.get("schedulerName") != scheduling.scheduler_name:
+        previous = spec.get("schedulerName") or "default-scheduler"
+        spec["schedulerName"] = scheduling.scheduler_name
+        warnings.append(
+            f"{_WHO}: set spec.schedulerName={scheduling.scheduler_name} (was {previous}; vGPU routing on)"
+        )
+    return work, warnings
+
+
+def mutate_pod(pod: Mapping[str, Any], view: ClusterView, config: GuardConfig) -> Mutation:
+    """Normalise a pod and express the change as an RFC 6902 patch against the original."""
+    work, warnings = normalise_pod(pod, view, config)
+    patch = jsonpatch.make_patch(dict(pod), work).patch
+    return Mutation(object=work, patch=list(patch), warnings=warnings)

@@ -1,0 +1,290 @@
+"""Pod validation: every vGPU request the scheduler or the plugin would mishandle, denied up front.
+
+Runs on the pod as the mutating step left it (the API server calls validating webhooks after
+mutating ones), and on the pod templates of workloads so ``kubectl apply`` of a Deployment or a
+Volcano Job fails at once instead of leaving a ReplicaSet retrying forever.
+
+``cluster_checks`` is False when the caller must not consult cluster state (an unsynced cache);
+the field checks still run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from vgpu_guard.engine.annotations import ALLOCATION_ANNOTATIONS, VGPU_MODE
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.devices import MODES
+from vgpu_guard.engine.mig import geometries_for
+from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuValue, resource_names, vgpu_containers
+from vgpu_guard.engine.violations import Violation
+
+__all__ = ["show", "validate_pod_spec"]
+
+_MIB = 2**20
+
+
+def show(raw: object) -> str:
+    """A value as the user wrote it, quoted only when it would otherwise be invisible or ambiguous."""
+    if isinstance(raw, str):
+        return raw if raw.strip() and raw == raw.strip() and len(raw) <= 40 else repr(raw[:40])
+    if isinstance(raw, bool):
+        return str(raw).lower()
+    return str(raw)
+
+
+def _value_violations(cv: ContainerVgpu, config: GuardConfig) -> list[Violation]:
+    nvidia = config.nvidia
+    out: list[Violation] = []
+    for key, value in cv.values.items():
+        if value.quantity is None:
+            out.append(
+                Violation("vgpu-quantity", value.path, f"{value.error}; write a whole number such as 1")
+            )
+            continue
+        q = value.quantity
+        if key == "memory" and q.suffix and q.suffix not in ("m",) and not q.suffix.startswith(("e", "E")):
+            mib = math.ceil(q.value / _MIB / nvidia.gpu_memory_factor)
+            unit = "MiB" if nvidia.gpu_memory_factor == 1 else f"units of {nvidia.gpu_memory_factor} MiB"
+            out.append(
+                Violation(
+                    "vgpu-memory-unit",
+                    value.path,
+                    f"{show(value.raw)} has a unit suffix but vgpu-memory counts {unit} "
+                    f"({show(value.raw)} would mean {q.value} {unit}); write {mib}",
+                )
+            )
+            continue
+        if not q.is_integer:
+            out.append(
+                Violation(
+                    "vgpu-integer",
+                    value.path,
+                    f"{show(value.raw)} is not a whole number; vGPU resources count whole units, "
+                    f"write {max(1, math.ceil(q.value))}",
+                )
+            )
+    return out
+
+
+def _mismatch(container: Mapping[str, Any], cv: ContainerVgpu, config: GuardConfig) -> list[Violation]:
+    resources = container.get("resources")
+    if not isinstance(resources, Mapping):
+        return []
+    limits, requests = resources.get("limits"), resources.get("requests")
+    if not isinstance(limits, Mapping) or not isinstance(requests, Mapping):
+        return []
+    out = []
+    for key, resource in resource_names(config.nvidia).items():
+        if key in cv.values and resource in limits and resource in requests:
+            lim, req = cv.values[key], requests[resource]
+            if lim.quantity is not None and show(req) != show(lim.raw):
+                from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+
+                try:
+                    equal = parse_quantity(req).value == lim.quantity.value
+                except QuantityError:
+                    equal = False
+                if not equal:
+                    out.append(
+                        Violation(
+                            "vgpu-request-limit-mismatch",
+                            f"{cv.path}.resources.requests[{resource}]",
+                            f"{show(req)} differs from limits {show(lim.raw)}; extended resources need "
+                            f"equal values, set both to {show(lim.raw)}",
+                        )
+                    )
+    return out
+
+
+def _range_violations(
+    cv: ContainerVgpu, view: ClusterView, *, mode: str | None, cluster_checks: bool, reported: set[str]
+) -> list[Violation]:
+    out: list[Violation] = []
+
+    def integer(key: str) -> tuple[VgpuValue, int] | None:
+        value = cv.values.get(key)  # type: ignore[call-overload]
+        if value is None or value.integer is None or value.path in reported:
+            return None
+        return value, value.integer
+
+    if (got := integer("number")) is not None:
+        value, n = got
+        if n < 1:
+            out.append(
+                Violation(
+                    "vgpu-number-range",
+                    value.path,
+                    f"{show(value.raw)} must be at least 1; ask for 1 or more cards or remove the resource",
+                )
+            )
+        elif cluster_checks and n > view.max_gpus_per_node:
+            most = view.max_gpus_per_node
+            out.append(
+                Violation(
+                    "vgpu-number-range",
+                    value.path,
+                    f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
+                    f"ask for at most {most}",
+                )
+            )
+    if (got := integer("cores")) is not None:
+        value, n = got
+        if not 0 <= n <= 100:
+            out.append(
+                Violation(
+                    "vgpu-cores-range",
+                    value.path,
+                    f"{show(value.raw)} is outside 0..100 (percent of one GPU); use 0..100, 100 = whole card",
+                )
+            )
+    if (got := integer("percentage")) is not None:
+        value, n = got
+        if not 0 <= n <= 100:
+            out.append(
+                Violation(
+                    "vgpu-memory-percentage-range",
+                    value.path,
+                    f"{show(value.raw)} is outside 0..100 (percent of one card's memory); use 0..100",
+                )
+            )
+    if (got := integer("memory")) is not None and cluster_checks and mode != "mig":
+        value, n = got
+        largest = view.largest_card_memory
+        if n > largest:
+            out.append(
+                Violation(
+                    "vgpu-memory-too-large",
+                    value.path,
+                    f"{show(value.raw)} is more than the largest card offers ({largest}); "
+                    f"ask for at most {largest} per card, or more cards",
+                )
+            )
+        elif n < 0:
+            out.append(
+                Violation("vgpu-memory-too-large", value.path, f"{show(value.raw)} must not be negative")
+            )
+    return out
+
+
+def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -> list[Violation]:
+    value = cv.values.get("memory")
+    if value is None or value.integer is None:
+        return []
+    nvidia = config.nvidia
+    request = value.integer * nvidia.gpu_memory_factor
+    largest: tuple[int, str, str] | None = None
+    for card_type in view.mig_card_types:
+        entry = geometries_for(card_type, nvidia.known_mig_geometries)
+        if entry is None:
+            continue
+        for group in entry.allowed_geometries:
+            for geometry in group.geometries:
+                if geometry.memory >= request:
+                    return []
+                if largest is None or geometry.memory > largest[0]:
+                    largest = (geometry.memory, geometry.name, card_type.removeprefix("NVIDIA-"))
+    if largest is None:
+        return []  # no MIG card at all: vgpu-mode-unavailable says so
+    mib, name, model = largest
+    return [
+        Violation(
+            "mig-no-profile",
+            value.path,
+            f"{show(value.raw)} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
+            f"ask for at most {mib // nvidia.gpu_memory_factor} or use hami-core",
+        )
+    ]
+
+
+def validate_pod_spec(
+    pod: Mapping[str, Any],
+    view: ClusterView,
+    config: GuardConfig,
+    *,
+    username: str,
+    prefix: str = "",
+    cluster_checks: bool = True,
+) -> list[Violation]:
+    """All violations of a pod (or a pod template, with ``prefix`` such as ``spec.template.``)."""
+    spec = pod.get("spec")
+    metadata = pod.get("metadata")
+    spec = spec if isinstance(spec, Mapping) else {}
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    annotations = metadata.get("annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
+    out: list[Violation] = []
+
+    trusted = username in config.admission.trusted_users
+    if not trusted:
+        for key in ALLOCATION_ANNOTATIONS:
+            if key in annotations:
+                out.append(
+                    Violation(
+                        "allocation-annotations",
+                        f"{prefix}metadata.annotations[{key}]",
+                        f"{show(annotations[key])} was set by {username or 'an unknown user'}; allocation "
+                        f"annotations are written by the scheduler at binding, remove it",
+                    )
+                )
+
+    containers = list(vgpu_containers(spec, config.nvidia, prefix=f"{prefix}spec"))
+    if not containers:
+        return out
+    mode_raw = annotations.get(VGPU_MODE)
+    mode = mode_raw if isinstance(mode_raw, str) else None
+    mode_path = f"{prefix}metadata.annotations[{VGPU_MODE}]"
+    if mode_raw is not None and mode not in MODES:
+        out.append(
+            Violation(
+                "vgpu-mode-invalid", mode_path, f"{show(mode_raw)} is not a vGPU mode; use hami-core or mig"
+            )
+        )
+        mode = None
+    elif mode is not None and cluster_checks and mode not in view.offered_modes:
+        offered = ", ".join(sorted(view.offered_modes)) or "none"
+        out.append(
+            Violation(
+                "vgpu-mode-unavailable",
+                mode_path,
+                f"{mode} is offered by no node (modes offered: {offered}); "
+                f"use an offered mode or remove the annotation",
+            )
+        )
+
+    if len(containers) > 1 and config.admission.multi_container == "deny":
+        first = containers[0].path
+        for cv in containers[1:]:
+            out.append(
+                Violation(
+                    "vgpu-multi-container",
+                    cv.path,
+                    f"also requests vGPU (as does {first}); the device plugin cannot tell the containers "
+                    f"apart at allocation, request vGPU in one container",
+                )
+            )
+
+    raw_lists = {name: spec.get(name) for name in ("initContainers", "containers")}
+    for cv in containers:
+        container = raw_lists[cv.list_name][cv.index]  # type: ignore[index]
+        security = container.get("securityContext") if isinstance(container, Mapping) else None
+        if isinstance(security, Mapping) and security.get("privileged") is True:
+            out.append(
+                Violation(
+                    "vgpu-privileged",
+                    f"{cv.path}.securityContext.privileged",
+                    "true gives the container every GPU and bypasses vGPU limits; "
+                    "drop privileged from vGPU containers",
+                )
+            )
+        value_problems = _value_violations(cv, config)
+        out.extend(value_problems)
+        out.extend(_mismatch(container, cv, config))
+        reported = {v.path for v in value_problems}
+        out.extend(_range_violations(cv, view, mode=mode, cluster_checks=cluster_checks, reported=reported))
+        if mode == "mig" and cluster_checks and not value_problems:
+            out.extend(_mig_violations(cv, view, config))
+    return out

@@ -1,0 +1,106 @@
+"""Reading the vGPU request out of a pod spec.
+
+A container asks for vGPU with up to four extended resources (names from the device config):
+number of cards, memory per card (MiB x gpuMemoryFactor), cores per card (percent), or memory as a
+percentage. Volcano reads LIMITS; the API server copies limits into requests for extended
+resources. We read limits first, then requests, and remember where each value came from so every
+message can name the exact field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from vgpu_guard.engine.config import NvidiaConfig
+from vgpu_guard.engine.quantity import ParsedQuantity, QuantityError, parse_quantity
+
+__all__ = ["CONTAINER_LISTS", "ContainerVgpu", "VgpuKey", "VgpuValue", "resource_names", "vgpu_containers"]
+
+CONTAINER_LISTS = ("initContainers", "containers")
+VgpuKey = Literal["number", "memory", "cores", "percentage"]
+VGPU_KEYS: tuple[VgpuKey, ...] = ("number", "memory", "cores", "percentage")
+
+
+def resource_names(nvidia: NvidiaConfig) -> dict[VgpuKey, str]:
+    """Our short keys mapped to the configured resource names."""
+    return {
+        "number": nvidia.resource_count_name,
+        "memory": nvidia.resource_memory_name,
+        "cores": nvidia.resource_core_name,
+        "percentage": nvidia.resource_memory_percentage_name,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuValue:
+    """One vGPU resource of one container, as written and as parsed."""
+
+    raw: object
+    path: str
+    quantity: ParsedQuantity | None
+    error: str | None
+
+    @property
+    def integer(self) -> int | None:
+        """The value when it is a valid whole number, else None (validation reports why)."""
+        if self.quantity is None or not self.quantity.is_integer:
+            return None
+        return self.quantity.value.numerator
+
+
+@dataclass(frozen=True)
+class ContainerVgpu:
+    """The vGPU resources of one container (only those it sets)."""
+
+    list_name: str
+    index: int
+    name: str
+    path: str
+    values: Mapping[VgpuKey, VgpuValue] = field(default_factory=dict)
+
+    def integer(self, key: VgpuKey) -> int | None:
+        value = self.values.get(key)
+        return value.integer if value is not None else None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def vgpu_containers(
+    spec: Mapping[str, Any], nvidia: NvidiaConfig, *, prefix: str = "spec"
+) -> Iterator[ContainerVgpu]:
+    """Yield every container (init containers first) that sets any vGPU resource."""
+    names = resource_names(nvidia)
+    for list_name in CONTAINER_LISTS:
+        containers = spec.get(list_name)
+        if not isinstance(containers, list):
+            continue
+        for index, container in enumerate(containers):
+            if not isinstance(container, Mapping):
+                continue
+            path = f"{prefix}.{list_name}[{index}]"
+            resources = _mapping(container.get("resources"))
+            limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+            values: dict[VgpuKey, VgpuValue] = {}
+            for key, resource in names.items():
+                if resource in limits:
+                    raw, where = limits[resource], f"{path}.resources.limits[{resource}]"
+                elif resource in requests:
+                    raw, where = requests[resource], f"{path}.resources.requests[{resource}]"
+                else:
+                    continue
+                try:
+                    values[key] = VgpuValue(raw=raw, path=where, quantity=parse_quantity(raw), error=None)
+                except QuantityError as e:
+                    values[key] = VgpuValue(raw=raw, path=where, quantity=None, error=str(e))
+            if values:
+                yield ContainerVgpu(
+                    list_name=list_name,
+                    index=index,
+                    name=str(container.get("name") or ""),
+                    path=path,
+                    values=values,
+                )

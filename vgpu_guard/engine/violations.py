@@ -1,0 +1,46 @@
+"""Violations: what a rule found, rendered in the shape kubectl users already know.
+
+One line per violation: ``[rule-id] <field path>: <value> <why>; <fix>`` (Gatekeeper's
+``[name] message``, Kubernetes' field.ErrorList paths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["WARNINGS_TOTAL_LIMIT", "WARNING_LIMIT", "Violation", "clip_warning", "clip_warnings"]
+
+# Kubernetes: keep each warning <= 120 characters; past 4096 in total the rest is dropped.
+WARNING_LIMIT = 120
+WARNINGS_TOTAL_LIMIT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A rule's finding on one field."""
+
+    rule: str
+    path: str
+    message: str
+
+    def render(self) -> str:
+        return f"[{self.rule}] {self.path}: {self.message}"
+
+
+def clip_warning(text: str) -> str:
+    """Fit a warning into 120 characters, marking the cut."""
+    text = " ".join(text.split())
+    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+
+
+def clip_warnings(warnings: list[str]) -> list[str]:
+    """Clip each warning and keep the list within the API server's 4096-character budget."""
+    out: list[str] = []
+    total = 0
+    for warning in warnings:
+        clipped = clip_warning(warning)
+        if total + len(clipped) > WARNINGS_TOTAL_LIMIT:
+            break
+        out.append(clipped)
+        total += len(clipped)
+    return out
