@@ -28,6 +28,7 @@ __all__ = [
     "decide",
     "handles",
     "request_for",
+    "settle",
     "review_object",
 ]
 
@@ -75,7 +76,7 @@ class AdmissionDecision:
     violations: tuple[Violation, ...] = field(default=(), repr=False)
 
 
-def _settle(
+def settle(
     violations: list[Violation],
     config: GuardConfig,
     *,
@@ -83,6 +84,7 @@ def _settle(
     patch: list[dict[str, Any]] | None = None,
     obj: Mapping[str, Any] | None = None,
 ) -> AdmissionDecision:
+    """Turn violations into a decision by each rule's configured action (enforce/warn/audit)."""
     denied = [v for v in violations if config.action_for(v.rule) is Action.ENFORCE]
     warned = [clip_warning(v.render()) for v in violations if config.action_for(v.rule) is Action.WARN]
     audited = [v.render() for v in violations if config.action_for(v.rule) is Action.AUDIT]
@@ -139,7 +141,7 @@ def _validate_pod(request: AdmissionRequest, view: ClusterView, config: GuardCon
     pod = request.object or {}
     if _has_vgpu(pod, config) and not view.synced:
         return _not_synced("nodes")
-    return _settle(validate_pod_spec(pod, view, config, username=request.username), config, obj=pod)
+    return settle(validate_pod_spec(pod, view, config, username=request.username), config, obj=pod)
 
 
 def _validate_workload(
@@ -147,7 +149,7 @@ def _validate_workload(
 ) -> AdmissionDecision:
     obj = request.object or {}
     violations = validate_workload(obj, view, config, username=request.username, cluster_checks=view.synced)
-    return _settle(violations, config, obj=obj)
+    return settle(violations, config, obj=obj)
 
 
 Handler = Callable[[AdmissionRequest, ClusterView, GuardConfig], AdmissionDecision]
