@@ -147,8 +147,13 @@ def _round_mig(
     view: ClusterView,
     config: GuardConfig,
     warnings: list[str],
+    advisories: list[str],
 ) -> str | None:
-    """Round a MIG memory request; returns the profile label to record, or None."""
+    """Round a MIG memory request; returns the profile label to record, or None.
+
+    ``advisories`` (real slice smaller than configured) are reported only when the profile is first
+    recorded, so a reinvocation stays silent.
+    """
     nvidia = config.nvidia
     factor = nvidia.gpu_memory_factor
     choices: list[MigChoice] = [
@@ -172,7 +177,7 @@ def _round_mig(
         real = usable_mib(c.card_type, c.profile)
         if real is not None and real < c.memory:
             model = c.card_type.removeprefix("NVIDIA-").removeprefix("NVIDIA ")
-            warnings.append(
+            advisories.append(
                 f"{_WHO}: MIG {c.profile} on {model} exposes ~{real} MiB, not the {c.memory} MiB configured"
             )
     if len({c.profile for c in choices}) == 1:
@@ -215,6 +220,7 @@ def normalise_pod(
 
     if mode == "mig" and mode in MODES:
         labels = []
+        advisories: list[str] = []
         for cv, values in effective:
             if "memory" in values:
                 label = _round_mig(
@@ -224,6 +230,7 @@ def normalise_pod(
                     view=view,
                     config=config,
                     warnings=warnings,
+                    advisories=advisories,
                 )
                 if label is not None:
                     labels.append(label if len(effective) == 1 else f"{cv.name}/{label}")
@@ -232,6 +239,7 @@ def normalise_pod(
             current = _ensure_map(metadata, "annotations").get(MIG_PROFILE)
             if current != profile:
                 metadata["annotations"][MIG_PROFILE] = profile
+                warnings.extend(advisories)
                 warnings.append(f"{_WHO}: set annotation {MIG_PROFILE}={profile}")
 
     scheduling = config.scheduling
