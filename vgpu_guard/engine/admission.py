@@ -17,6 +17,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.rules.pods_mutate import mutate_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
+from vgpu_guard.engine.rules.queues_validate import admit_queue
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
 from vgpu_guard.engine.vgpu_request import vgpu_containers
 from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
@@ -212,6 +213,9 @@ def request_for(
 def register(phase: Phase, group: str, resource: str, handler: Handler, operations: frozenset[str]) -> None:
     """Add a resource's rules (used by the rule modules of later features at import time)."""
     _HANDLERS[(phase, group, resource)] = (handler, operations)
+
+
+register("validate", "scheduling.volcano.sh", "queues", admit_queue, frozenset({"CREATE", "UPDATE"}))
 
 
 def handles(phase: Phase, group: str, resource: str) -> frozenset[str]:
