@@ -9,7 +9,7 @@ from vgpu_guard import __version__
 
 __all__ = ["build_parser", "run"]
 
-# Subcommand modules; each exposes add_parser(subparsers) and sets ``run`` as a default.
+# Subcommand modules; each exposes add_parser(subparsers) and sets ``func`` (its run) as a default.
 _COMMANDS = ("review", "certs")
 
 
@@ -33,5 +33,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.run(args)
+    result: int = args.func(args)
     return result

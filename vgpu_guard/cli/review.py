@@ -59,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="user the requests come from (default: kubernetes-admin)",
     )
     parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
-    parser.set_defaults(run=run)
+    parser.set_defaults(func=run)
 
 
 def load_view(path: str | None, config: GuardConfig) -> ClusterView:

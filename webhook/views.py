@@ -1,0 +1,35 @@
+"""Where the webhook gets its ClusterView: the seam between watches and decisions.
+
+The admission path never calls the API server (a slow API server must not make every pod CREATE
+slow, and a webhook that calls the API server it serves can deadlock it). It asks a ``ViewSource``
+for the current snapshot instead: in a cluster, caches fed by list+watch
+(``vgpu_guard.kube.view_cache``); in tests and offline, a fixed view.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+
+__all__ = ["StaticViewSource", "ViewSource"]
+
+
+class ViewSource(Protocol):
+    """Anything that can hand out the current snapshot cheaply (called on every request)."""
+
+    def snapshot(self, config: GuardConfig) -> ClusterView: ...
+
+
+class StaticViewSource:
+    """A fixed view (tests, ``review``-like serving of a file); ``replace`` swaps it atomically."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self._view = view
+
+    def snapshot(self, config: GuardConfig) -> ClusterView:
+        return self._view
+
+    def replace(self, view: ClusterView) -> None:
+        self._view = view
