@@ -109,7 +109,7 @@ def _text(entries: list[dict[str, Any]], source: str) -> str:
     for e in entries:
         ref = f"{e['kind']} {e['namespace'] + '/' if e['namespace'] else ''}{e['name']}"
         verdict = "ALLOWED" if e["allowed"] else "DENIED "
-        extra = f"  ({len(e['patch'])} patch op(s))" if e["patch"] else ""
+        extra = f"  ({len(e['patch'])} patch op(s))" if e["patch"] and e["allowed"] else ""
         lines.append(f"{verdict} {ref}  [{e['source']}]{extra}")
         lines.extend(f"    {line}" for line in e["message"].splitlines())
         lines.extend(f"    warning: {w}" for w in e["warnings"])

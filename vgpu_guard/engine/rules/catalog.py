@@ -103,10 +103,5 @@ RULES: dict[str, Rule] = {
             "a queue resource value is not a Kubernetes quantity",
             "write e.g. 32, 500m or 64Gi",
         ),
-        Rule(
-            "ib-cluster",
-            "all pods of a gang run in one InfiniBand cluster",
-            "remove the conflicting pin, or make room in one cluster",
-        ),
     )
 }

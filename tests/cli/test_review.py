@@ -1,0 +1,141 @@
+"""``vgpu-guard review``: the webhook's decisions on files, exit codes, output shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vgpu_guard.cli.app import run
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = ROOT / "examples" / "seed-002-003" / "pods.yaml"
+DENIALS = ROOT / "examples" / "denials" / "pods.yaml"
+
+
+def review_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = run(["review", *args, "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_seed_pods_are_admitted_with_the_expected_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = review_json(capsys, "-f", str(SEEDS))
+    assert code == 0
+    assert out["cluster"] == "built-in example cluster"
+    by_name = {r["name"]: r for r in out["results"]}
+    assert [(r["kind"], r["name"], r["allowed"]) for r in out["results"]] == [
+        ("Pod", "hami-pod", True),
+        ("Pod", "mig-pod", True),
+        ("Pod", "gpu-pod", True),
+        ("Job", "priority-high", True),
+    ]
+    # Seeds 002/003: explicit hami-core requests are already complete: no change, no warning.
+    assert by_name["hami-pod"]["patch"] == [] and by_name["hami-pod"]["warnings"] == []
+    assert by_name["gpu-pod"]["patch"] == [] and by_name["gpu-pod"]["warnings"] == []
+    # Seed 002: "requesting 3 GB may land on a 5 GB MIG instance": we say so and ask for exactly that.
+    mig = by_name["mig-pod"]
+    assert sorted(op["path"] for op in mig["patch"]) == [
+        "/metadata/annotations/vgpu-guard.io~1mig-profile",
+        "/spec/containers/0/resources/limits/volcano.sh~1vgpu-memory",
+        "/spec/containers/0/resources/requests/volcano.sh~1vgpu-memory",
+    ]
+    assert mig["object"]["spec"]["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-memory"] == "5120"
+    assert mig["object"]["metadata"]["annotations"]["vgpu-guard.io/mig-profile"] == "1g.5gb"
+
+
+def test_denials_exit_1_with_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = review_json(capsys, "-f", str(DENIALS))
+    assert code == 1
+    assert [r["allowed"] for r in out["results"]] == [False, False, False]
+    assert out["results"][0]["code"] == 403
+    assert out["results"][0]["message"] == (
+        "[vgpu-memory-unit] spec.containers[0].resources.limits[volcano.sh/vgpu-memory]: 12Gi has a unit suffix "
+        "but vgpu-memory counts MiB (12Gi would mean 12884901888 MiB); write 12288"
+    )
+    assert out["results"][2]["message"].startswith("[vgpu-cores-range] spec.template.spec.containers[0]")
+
+
+def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["review", "-f", str(SEEDS)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Reviewed 4 object(s) against built-in example cluster.\n")
+    assert "ALLOWED Pod default/mig-pod  [" in text
+    assert "    warning: vgpu-guard: set annotation vgpu-guard.io/mig-profile=1g.5gb\n" in text
+    assert text.endswith("4 allowed, 0 denied.\n")
+
+
+def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["review", "-f", str(SEEDS), "-o", "yaml"]) == 0
+    assert len(yaml.safe_load(capsys.readouterr().out)["results"]) == 4
+
+
+def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": "a30",
+                    "annotations": {
+                        "volcano.sh/node-vgpu-register": "GPU-1,10,24576,NVIDIA-NVIDIA A30,true,hami-core:"
+                    },
+                },
+                "status": {
+                    "allocatable": {
+                        "volcano.sh/vgpu-number": "10",
+                        "volcano.sh/vgpu-memory": "24576",
+                        "volcano.sh/vgpu-cores": "100",
+                    },
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+    )
+    code, out = review_json(capsys, "-f", str(SEEDS), "--cluster", str(cluster))
+    assert code == 1 and out["cluster"] == f"cluster file {cluster}"
+    mig = next(r for r in out["results"] if r["name"] == "mig-pod")
+    assert mig["message"].startswith(
+        "[vgpu-mode-unavailable] metadata.annotations[volcano.sh/vgpu-mode]: mig is offered by no node"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ("a: [1,\n", "not valid YAML"),
+        (
+            "apiVersion: v1\nkind: Pod\n---\n- 1\n",
+            "document 2: expected a Kubernetes object (a mapping), got list",
+        ),
+        ("a: 1\n---\nmetadata: {name: x}\n", "document 1: missing apiVersion or kind"),
+    ],
+)
+def test_unreadable_input_exits_2_naming_file_and_document(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, error: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+    assert run(["review", "-f", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}") and error in err
+
+
+def test_missing_file_and_bad_config_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert run(["review", "-f", str(tmp_path / "nope.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    config = tmp_path / "config.yaml"
+    config.write_text("admission:\n  defaultMode: turbo\n")
+    assert run(["review", "-f", str(SEEDS), "--config", str(config)]) == 2
+    assert "admission.defaultMode" in capsys.readouterr().err
+
+
+def test_list_objects_are_expanded(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    docs = list(yaml.safe_load_all(SEEDS.read_text()))
+    listing = tmp_path / "list.yaml"
+    listing.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
+    code, out = review_json(capsys, "-f", str(listing))
+    assert code == 0 and len(out["results"]) == 4
