@@ -1,0 +1,232 @@
+"""A list+watch cache of one resource over ``ClusterClient``: client-go's reflector, in asyncio.
+
+Why our own: the webhook must answer from memory (no API call on the admission path, convention
+18) and must know whether its memory is complete (seed 001: a scheduler that computed capacity from
+a half-filled node cache). So the cache says ``synced`` only after a full LIST, and keeps itself
+right afterwards:
+
+- LIST (paginated) gives the items and the collection's resourceVersion; the store is replaced
+  at once and the difference is delivered to handlers as ADDED / MODIFIED / DELETED;
+- WATCH from that resourceVersion (bookmarks only move the resourceVersion forward);
+- ``Expired`` (410: the version left the server's window) -> relist;
+- a stream the server ends (timeout, restart, broken connection) -> re-watch from the last
+  resourceVersion seen, after a bounded, jittered backoff when the stream brought nothing;
+- any other error -> log, back off, retry. ``run()`` never raises anything but cancellation.
+
+Handlers run synchronously in the informer's task, in event order; a handler that raises is logged
+and skipped, never allowed to stop the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from vgpu_guard.kube.backoff import Backoff
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import Expired
+from vgpu_guard.kube.resources import Resource
+
+__all__ = ["Informer", "InformerEvent", "Key", "key_of"]
+
+log = logging.getLogger("vgpu_guard.kube.informer")
+
+Obj = dict[str, Any]
+# (namespace, name); namespace is "" for cluster-scoped objects.
+Key = tuple[str, str]
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return ("", "")
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata")
+    return str(metadata.get("resourceVersion") or "") if isinstance(metadata, Mapping) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class InformerEvent:
+    """A change the cache applied; ``old`` is the previous object on MODIFIED and DELETED."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    object: Obj
+    old: Obj | None = None
+
+
+Handler = Callable[[InformerEvent], None]
+
+
+class Informer:
+    """The cache of one resource; run ``run()`` as a task and read ``items`` at any time."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout_seconds: int = 300,
+        backoff: Backoff | None = None,
+        # Injected so tests can run the retry loop without real waiting.
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.backoff = backoff or Backoff()
+        self._sleep = sleep
+        self._items: dict[Key, Obj] = {}
+        self._handlers: list[Handler] = []
+        self._synced = asyncio.Event()
+        self.resource_version = ""
+        # Bumped on every applied change: readers compare it to know whether to rebuild.
+        self.version = 0
+        # Counters for tests, metrics and logs.
+        self.lists = 0
+        self.watches = 0
+        self.errors = 0
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    @property
+    def items(self) -> Mapping[Key, Obj]:
+        """The current objects (read-only view; objects must not be mutated)."""
+        return MappingProxyType(self._items)
+
+    @property
+    def synced(self) -> bool:
+        """True once a complete LIST has been applied; stays True through relists."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def add_handler(self, handler: Handler) -> None:
+        """Call ``handler`` for every change from now on (not for objects already cached)."""
+        self._handlers.append(handler)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch forever; returns only by cancellation."""
+        need_list = True
+        expired_in_row = 0
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    self.backoff.reset()
+                if await self._watch():
+                    expired_in_row = 0
+                    self.backoff.reset()
+                    continue
+                # The stream ended without bringing anything: do not spin against the server.
+                await self._sleep(self.backoff.next())
+            except Expired as e:
+                # 410: our resourceVersion left the server's window. Relist at once; back off only
+                # if a fresh list's version expires again before its watch brought anything.
+                log.info("%s: %s; relisting", self.resource.plural, e)
+                need_list = True
+                expired_in_row += 1
+                if expired_in_row > 1:
+                    await self._sleep(self.backoff.next())
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self.errors += 1
+                delay = self.backoff.next()
+                log.warning("%s: %s: %s; retrying in %.1fs", self.resource.plural, type(e).__name__, e, delay)
+                await self._sleep(delay)
+
+    async def _list(self) -> None:
+        items: dict[Key, Obj] = {}
+        token: str | None = None
+        while True:
+            page = await self.client.list(
+                self.resource,
+                namespace=self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page_size,
+                continue_token=token,
+            )
+            for obj in page.items:
+                items[key_of(obj)] = obj
+            if not page.continue_token:
+                break
+            token = page.continue_token
+        self.lists += 1
+        self._replace(items, page.resource_version)
+
+    def _replace(self, items: dict[Key, Obj], resource_version: str) -> None:
+        old = self._items
+        self._items = items
+        self.resource_version = resource_version
+        events: list[InformerEvent] = []
+        for key, obj in items.items():
+            previous = old.get(key)
+            if previous is None:
+                events.append(InformerEvent("ADDED", obj))
+            elif _rv(previous) != _rv(obj) or previous != obj:
+                events.append(InformerEvent("MODIFIED", obj, previous))
+        events.extend(InformerEvent("DELETED", obj, obj) for key, obj in old.items() if key not in items)
+        if events or not self.synced:
+            self.version += 1
+        self._synced.set()
+        for event in events:
+            self._deliver(event)
+
+    async def _watch(self) -> bool:
+        """One watch stream; True if it brought any event (bookmarks included)."""
+        self.watches += 1
+        got_any = False
+        stream = self.client.watch(
+            self.resource,
+            resource_version=self.resource_version,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=self.watch_timeout_seconds,
+        )
+        async for event in stream:
+            got_any = True
+            obj = event.object
+            rv = _rv(obj)
+            if event.type == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            key = key_of(obj)
+            previous = self._items.get(key)
+            if event.type == "DELETED":
+                self._items.pop(key, None)
+                change = InformerEvent("DELETED", obj, previous)
+            else:
+                self._items[key] = obj
+                change = InformerEvent("ADDED" if previous is None else "MODIFIED", obj, previous)
+            self.resource_version = rv or self.resource_version
+            self.version += 1
+            self._deliver(change)
+        return got_any
+
+    def _deliver(self, event: InformerEvent) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception("%s: a handler failed on %s", self.resource.plural, event.type)
