@@ -1,8 +1,4 @@
-"""Seed 001 end to end through ``vgpu-guard review``: the files in examples/seed-001 as users run them.
-
-Lives beside the other CLI tests (no package ``__init__``) so the installed ``vgpu_guard`` with its
-mapped shells (certs, webhook, controller) is the one imported, as with the real command.
-"""
+"""Seed 001 end to end through ``vgpu-guard review``: the files in examples/seed-001 as users run them."""
 
 from __future__ import annotations
 
