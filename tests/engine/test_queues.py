@@ -11,6 +11,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import config_with, default_config
 from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest, decide
@@ -421,3 +423,29 @@ def test_audit_flags_every_queue_guaranteeing_an_over_committed_resource() -> No
         "capacity is 56 (7 Ready nodes); the queues must give up 8 or nodes be added"
     ]
     assert cluster_capacity(view, default_config())["memory"].amount == 7 * 32 * 2**30
+
+
+# --- property: whatever order queues arrive in, admitted guarantees never exceed capacity ---------
+
+_MILLIS = st.integers(min_value=0, max_value=40_000).map(lambda m: f"{m}m")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    guarantees=st.lists(
+        st.tuples(st.sampled_from("abcdef"), _MILLIS, st.sampled_from(["", "", "a", "b"])), max_size=10
+    ),
+    ready=st.integers(min_value=0, max_value=8),
+)
+def test_admitted_queues_never_exceed_capacity(guarantees: list[tuple[str, str, str]], ready: int) -> None:
+    view = view_of(*[node(f"worker-{i}", ready=i < ready) for i in range(8)])
+    for name, cpu, parent in guarantees:
+        obj = queue(name, {"cpu": cpu}, parent=parent or None)
+        old = view.queues.get(name)
+        decision = admit(obj, view, old=old)
+        if decision.allowed:
+            view = view.with_admitted(obj)
+        tree = QueueTree.from_queues(view.queues.values())
+        assert tree.total("cpu") <= 8 * ready
+        for parent_name in {p for _, _, p in guarantees if p and p in view.queues}:
+            assert tree.children_sum(parent_name, "cpu") <= tree.own(parent_name, "cpu")
