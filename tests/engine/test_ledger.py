@@ -1,0 +1,222 @@
+"""The ledger model: idempotent entries, invariants, the write check, the CRD encoding."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.engine.allocation_testkit import A100_40, config, gpu_node, view
+from vgpu_guard.engine.assignment import AssignmentError, decode_assignment
+from vgpu_guard.engine.ledger import (
+    Allocation,
+    ContainerGrant,
+    DeviceGrant,
+    LedgerError,
+    MigSlot,
+    NodeLedger,
+    check_invariants,
+    check_write,
+    decode_ledger,
+    encode_ledger,
+)
+
+
+def alloc(uid: str, *grants: DeviceGrant, queue: str = "default") -> Allocation:
+    return Allocation(uid, "ns", uid, queue, (ContainerGrant(0, "c", tuple(grants)),))
+
+
+def node(gpus: int = 2, **kw: Any) -> Any:
+    return view([gpu_node("n", gpus, **kw)]).nodes["n"]
+
+
+@functools.cache
+def crd_validator() -> jsonschema.protocols.Validator:
+    schema = crd_schema()
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def crd_schema() -> dict[str, Any]:
+    text = resources.files("vgpu_guard").joinpath("data/crds/gpuledgers.vgpu-guard.io.yaml").read_text()
+    crd = yaml.safe_load(text)
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_add_and_remove_are_idempotent_by_uid() -> None:
+    a = alloc("u1", DeviceGrant("GPU-n-0", 1000, 10))
+    ledger = NodeLedger("n").with_allocation(a)
+    assert ledger.with_allocation(a) is ledger
+    assert ledger.without("nope") is ledger
+    assert ledger.without("u1").without("u1").allocations == {}
+    with pytest.raises(LedgerError, match="already holds an entry on node n; release it"):
+        ledger.with_allocation(alloc("u1", DeviceGrant("GPU-n-1", 1000, 10)))
+
+
+def test_invariants_cover_memory_cores_split_and_unknown_gpus() -> None:
+    info = node(2, split=2)
+    ledger = NodeLedger("n")
+    for i, (mem, cores) in enumerate([(20000, 60), (5000, 50), (1, 0)]):
+        ledger = ledger.with_allocation(alloc(f"u{i}", DeviceGrant("GPU-n-0", mem, cores)))
+    ledger = ledger.with_allocation(alloc("ghost", DeviceGrant("GPU-gone", 1, 0)))
+    kinds = sorted((v.kind, v.gpu) for v in check_invariants(ledger, info))
+    assert kinds == [
+        ("cores", "GPU-n-0"),
+        ("memory", "GPU-n-0"),
+        ("pods", "GPU-n-0"),
+        ("unknown-gpu", "GPU-gone"),
+    ]
+    messages = [v.message for v in check_invariants(ledger, info) if v.kind == "memory"]
+    assert messages == [
+        "GPU GPU-n-0 on node n: 25001 MiB reserved > 24576 MiB capacity (ns/u0, ns/u1, ns/u2)"
+    ]
+
+
+def test_memory_factor_scales_capacity() -> None:
+    info = node(1, memory=100)
+    ledger = NodeLedger("n").with_allocation(alloc("u", DeviceGrant("GPU-n-0", 1000, 0)))
+    assert check_invariants(ledger, info, memory_factor=10) == []
+    assert [v.kind for v in check_invariants(ledger, info, memory_factor=1)] == ["memory"]
+
+
+def test_mig_overlap_group_and_position_are_violations() -> None:
+    info = view([gpu_node("n", 1, memory=40960, card_type=A100_40, mode="mig", split=7)], config()).nodes["n"]
+    a = alloc("a", DeviceGrant("GPU-n-0", 20480, 0, MigSlot("group3", "3g.20gb", 0, 0, 4)))
+    b = alloc("b", DeviceGrant("GPU-n-0", 10240, 0, MigSlot("group2", "2g.10gb", 1, 2, 2)))
+    c = alloc("c", DeviceGrant("GPU-n-0", 5120, 0, MigSlot("group3", "3g.20gb", 0, 7, 2)))
+    ledger = NodeLedger("n").with_allocation(a).with_allocation(b).with_allocation(c)
+    messages = [v.message for v in check_invariants(ledger, info)]
+    assert (
+        "GPU GPU-n-0 on node n: MIG instances of several geometry groups (group2, group3); a card holds one group"
+        in messages
+    )
+    assert "GPU GPU-n-0 on node n: MIG position group3-0 given to ns/a and ns/c" in messages
+    assert "GPU GPU-n-0 on node n: MIG 3g.20gb of ns/c at slices [7,9) is outside the 8 slices" in messages
+    assert "GPU GPU-n-0 on node n: MIG 3g.20gb of ns/a [0,4) overlaps 2g.10gb of ns/b [2,4)" in messages
+
+
+def test_write_check_judges_only_gpus_that_gain() -> None:
+    info = node(2)
+    over = alloc("old", DeviceGrant("GPU-n-0", 30000, 0))
+    old = NodeLedger("n", {"old": over})
+    assert [v.kind for v in check_invariants(old, info)] == ["memory"]
+    # Adding on the other GPU, or releasing, is allowed despite the pre-existing overcommit.
+    grows_elsewhere = old.with_allocation(alloc("new", DeviceGrant("GPU-n-1", 1000, 0)))
+    assert check_write(old, grows_elsewhere, info) == []
+    assert check_write(old, old.without("old"), info) == []
+    grows_there = old.with_allocation(alloc("new", DeviceGrant("GPU-n-0", 1, 0)))
+    assert [v.kind for v in check_write(old, grows_there, info)] == ["memory"]
+
+
+def test_encoding_round_trips_and_matches_the_crd_schema() -> None:
+    mig = MigSlot("group2", "2g.10gb", 1, 2, 2)
+    ledger = NodeLedger(
+        "n",
+        {
+            "u1": Allocation(
+                "u1",
+                "ns",
+                "p1",
+                "q",
+                (
+                    ContainerGrant(
+                        0, "main", (DeviceGrant("GPU-n-0", 1000, 20), DeviceGrant("GPU-n-1", 1000, 20))
+                    ),
+                ),
+                reserved_at=1700000000,
+                group="pg",
+            ),
+            "u2": Allocation(
+                "u2",
+                "ns",
+                "p2",
+                "q",
+                (ContainerGrant(1, "side", (DeviceGrant("GPU-n-1", 10240, 0, mig),)),),
+                adopted=True,
+            ),
+        },
+        resource_version="42",
+    )
+    obj = encode_ledger(ledger)
+    assert obj["metadata"] == {"name": "n", "labels": {"vgpu-guard.io/node": "n"}, "resourceVersion": "42"}
+    assert obj["spec"]["summary"] == {"pods": 2, "devices": 3, "memoryMiB": 12240}
+    crd_validator().validate(obj)
+    assert decode_ledger(obj) == ledger
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"nodeName": "n", "allocations": "x"}, "spec.allocations must be a list"),
+        (
+            {
+                "nodeName": "n",
+                "allocations": [
+                    {
+                        "podUID": "u",
+                        "namespace": "ns",
+                        "name": "p",
+                        "containers": [{"index": "0", "devices": []}],
+                    }
+                ],
+            },
+            r"spec.allocations\[0\].containers\[0\].index: expected an integer, got '0'",
+        ),
+        (
+            {
+                "nodeName": "n",
+                "allocations": [
+                    {"podUID": "u", "namespace": "ns", "name": "p", "containers": []},
+                    {"podUID": "u", "namespace": "ns", "name": "p", "containers": []},
+                ],
+            },
+            "pod uid u appears twice",
+        ),
+    ],
+)
+def test_decode_errors_name_the_field(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(LedgerError, match=message):
+        decode_ledger({"metadata": {"name": "n"}, "spec": spec})
+
+
+def test_assignment_decoding_accepts_mig_ids_and_rejects_garbage() -> None:
+    decoded = decode_assignment("GPU-a[group2-3],NVIDIA,10240,0:;GPU-b,NVIDIA,1,2:GPU-c,NVIDIA,3,4:;")
+    assert [[(d.uuid, d.mig_group, d.mig_position) for d in c] for c in decoded] == [
+        [("GPU-a", "group2", 3)],
+        [("GPU-b", None, None), ("GPU-c", None, None)],
+    ]
+    with pytest.raises(AssignmentError, match="is not UUID,TYPE,memory,cores"):
+        decode_assignment("GPU-a,NVIDIA,lots,0:")
+    with pytest.raises(AssignmentError, match="is not UUID"):
+        decode_assignment("GPU-a[x],NVIDIA,1,0:")
+
+
+grants = st.builds(
+    DeviceGrant,
+    uuid=st.sampled_from(["GPU-n-0", "GPU-n-1", "GPU-x"]),
+    memory=st.integers(0, 30000),
+    cores=st.integers(0, 100),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.text("abc", min_size=1, max_size=3), st.lists(grants, min_size=1, max_size=3)),
+        max_size=8,
+    )
+)
+def test_encode_decode_is_lossless(entries: list[tuple[str, list[DeviceGrant]]]) -> None:
+    ledger = NodeLedger("n")
+    for uid, gs in entries:
+        if uid not in ledger.allocations:
+            ledger = ledger.with_allocation(alloc(uid, *gs))
+    obj = encode_ledger(ledger)
+    crd_validator().validate(obj)
+    assert decode_ledger(obj) == ledger

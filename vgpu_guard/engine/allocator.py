@@ -1,0 +1,627 @@
+"""Placement of a pod, or of a whole gang, against one consistent snapshot of the cluster's GPUs.
+
+The snapshot is a ``ClusterView`` (nodes and their registered GPUs, queues, podgroups), the
+ledgers (what every GPU already holds) and the count of whole-card ``nvidia.com/gpu`` pods per
+node (Volcano #4712: they share the same physical cards, so that many cards must stay empty).
+
+Rules, in Volcano's order (../../docs/design/ledger.md and device-plugin-formats.md):
+- node: has vGPU devices, Ready, not cordoned, nodeSelector and required node affinity, taints
+  tolerated, mode equal to the pod's ``volcano.sh/vgpu-mode``, enough cards;
+- card: uuid use/nouse (deny wins), healthy, a free split slot, free memory, cores <= 100, a
+  100-core request needs an empty card, a 0-core request is refused on a card at 100 cores, type
+  NVIDIA and use/nouse-gputype, then for MIG cards a free instance of the card's geometry group
+  (first group in config order on an empty card, smallest fitting instance) laid out on NVIDIA's
+  legal placements so instances never overlap (``mig_placement``);
+- per container ``count`` distinct cards on one node; all containers of a pod on that node;
+- queue: Open, and its ``capability`` for the vGPU resources not exceeded.
+
+Choice: one order of cards drives both the node and the card choice. binpack (default) takes the
+tightest fit, the card with the least free memory that fits (then node name, then card index);
+spread the loosest. A node's rank is the rank of the best card it would give the first container.
+
+Efficiency: cards sit in a sorted index keyed by that order (per mode), so a search visits only
+cards with enough free memory, in preference order, and stops as soon as no later card can beat
+the best node found. ``search="scan"`` evaluates every node instead: the reference implementation,
+used as the test oracle and the benchmark baseline. Both share the per-card and per-node checks,
+so they can only differ in the search itself; a property test holds them equal.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
+from vgpu_guard.engine.config import GuardConfig, MigGeometryGroup, MigModelGeometries
+from vgpu_guard.engine.devices import GpuDevice
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
+from vgpu_guard.engine.mig import geometries_for
+from vgpu_guard.engine.mig_placement import group_layout
+from vgpu_guard.engine.node_filter import node_rejection
+from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
+from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
+from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "Allocator",
+    "GangOutcome",
+    "Placement",
+    "Policy",
+    "Search",
+    "Unplaceable",
+    "pod_queue",
+]
+
+Policy = Literal["binpack", "spread"]
+Search = Literal["indexed", "scan"]
+_Key = tuple[int, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod goes and what it holds there (not yet in any ledger until committed)."""
+
+    pod: PodRequest
+    node: str
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Why a pod cannot be placed now; ``message`` is the user-facing condition message."""
+
+    pod: PodRequest
+    message: str
+    # capacity: no node fits; queue: the queue refuses; gang: the group cannot start together.
+    cause: Literal["capacity", "queue", "gang"] = "capacity"
+
+
+@dataclass(frozen=True, slots=True)
+class GangOutcome:
+    """A gang decision: ``placements`` are committed only when at least minMember can run."""
+
+    placements: tuple[Placement, ...] = ()
+    failures: tuple[Unplaceable, ...] = ()
+    ok: bool = False
+    # Pod UIDs whose earlier reservations were released because the gang cannot start.
+    released: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Card:
+    node: str
+    device: GpuDevice
+    capacity: int
+    mig: MigModelGeometries | None
+    used_memory: int = 0
+    used_cores: int = 0
+    grants: int = 0
+    mig_group: str | None = None
+    mig_used: dict[int, int] = field(default_factory=dict)
+    key: _Key | None = None
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used_memory
+
+
+@dataclass(slots=True)
+class _Node:
+    info: NodeInfo
+    cards: list[_Card]
+    whole_card: int = 0
+
+
+@dataclass(slots=True)
+class _Delta:
+    """Grants decided for earlier containers of the same pod, not yet applied to the card."""
+
+    memory: int = 0
+    cores: int = 0
+    grants: int = 0
+    mig_group: str | None = None
+    mig_positions: set[int] = field(default_factory=set)
+
+
+def pod_queue(pod: PodRequest, view: ClusterView) -> tuple[str, bool]:
+    """The pod's queue and whether it was named explicitly (PodGroup ``spec.queue`` wins)."""
+    if pod.group:
+        podgroup = view.podgroups.get((pod.namespace, pod.group))
+        spec = podgroup.get("spec") if podgroup is not None else None
+        if isinstance(spec, Mapping) and isinstance(spec.get("queue"), str) and spec["queue"]:
+            return spec["queue"], True
+    if pod.queue:
+        return pod.queue, True
+    return "default", False
+
+
+def _queue_vector(containers: Sequence[ContainerGrant], factor: int) -> tuple[int, int, int]:
+    grants = [d for c in containers for d in c.devices]
+    return (len(grants), sum(d.memory for d in grants) // factor, sum(d.cores for d in grants))
+
+
+class Allocator:
+    """Mutable placement state over one snapshot: ``place`` decides, ``commit``/``release`` apply.
+
+    The controller builds one per pass from freshly read ledgers; a property test drives one
+    through thousands of commits and releases and checks it against the scan oracle.
+    """
+
+    def __init__(
+        self,
+        view: ClusterView,
+        ledgers: Mapping[str, NodeLedger],
+        *,
+        config: GuardConfig,
+        whole_card: Mapping[str, int] | None = None,
+        search: Search = "indexed",
+        policy: Policy | None = None,
+    ) -> None:
+        self.view = view
+        self.config = config
+        self.search: Search = search
+        self.policy: Policy = policy or config.scheduling.policy
+        self._factor = config.nvidia.gpu_memory_factor
+        self._known = config.nvidia.known_mig_geometries
+        self._nodes: dict[str, _Node] = {}
+        self._cards: dict[tuple[str, str], _Card] = {}
+        self._index: dict[str, list[_Key]] = {"hami-core": [], "mig": []}
+        self._ledgers: dict[str, NodeLedger] = dict(ledgers)
+        self._where: dict[str, str] = {}
+        self._queue_used: dict[str, list[int]] = {}
+        whole = whole_card or {}
+        mig_cache: dict[str, MigModelGeometries | None] = {}
+        for name, info in view.nodes.items():
+            cards: list[_Card] = []
+            if info.vgpu_capable:
+                for gpu in info.gpus:
+                    if gpu.type not in mig_cache:
+                        mig_cache[gpu.type] = geometries_for(gpu.type, self._known)
+                    card = _Card(
+                        node=name,
+                        device=gpu,
+                        capacity=gpu.memory * self._factor,
+                        mig=mig_cache[gpu.type] if gpu.mode == "mig" else None,
+                    )
+                    cards.append(card)
+                    self._cards[(name, gpu.uuid)] = card
+            self._nodes[name] = _Node(info=info, cards=cards, whole_card=whole.get(name, 0))
+        self._unit_sizes = sorted({c.capacity for c in self._cards.values()})
+        # Build the index once, sorted, instead of re-sorting it on every ledger entry.
+        self._building = True
+        for ledger in ledgers.values():
+            for allocation in ledger.allocations.values():
+                self._apply(ledger.node, allocation, sign=1)
+        self._building = False
+        for card in self._cards.values():
+            if self._eligible(card):
+                card.key = self._key(card)
+                self._index[self._nodes[card.node].info.mode or "hami-core"].append(card.key)
+        for keys in self._index.values():
+            keys.sort()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def _key(self, card: _Card, free: int | None = None) -> _Key:
+        f = card.free if free is None else free
+        return (f if self.policy == "binpack" else -f, card.node, card.device.index)
+
+    def _eligible(self, card: _Card) -> bool:
+        node = self._nodes[card.node].info
+        return (
+            node.mode is not None
+            and card.device.healthy
+            and card.grants < card.device.split_count
+            and card.used_cores < 100
+        )
+
+    def _reindex(self, card: _Card) -> None:
+        mode = self._nodes[card.node].info.mode or "hami-core"
+        keys = self._index[mode]
+        if card.key is not None:
+            i = bisect.bisect_left(keys, card.key)
+            if i < len(keys) and keys[i] == card.key:
+                del keys[i]
+            card.key = None
+        if self._eligible(card):
+            card.key = self._key(card)
+            bisect.insort(keys, card.key)
+
+    def _apply(self, node: str, allocation: Allocation, *, sign: int) -> None:
+        if sign > 0:
+            self._where[allocation.pod_uid] = node
+        else:
+            self._where.pop(allocation.pod_uid, None)
+        vector = _queue_vector(allocation.containers, self._factor)
+        used = self._queue_used.setdefault(allocation.queue, [0, 0, 0])
+        for i in range(3):
+            used[i] += sign * vector[i]
+        for grant in allocation.grants():
+            card = self._cards.get((node, grant.uuid))
+            if card is None:
+                continue  # the GPU is gone; check_invariants reports the entry
+            card.used_memory += sign * grant.memory
+            card.used_cores += sign * grant.cores
+            card.grants += sign
+            if grant.mig is not None:
+                position = grant.mig.position
+                card.mig_used[position] = card.mig_used.get(position, 0) + sign
+                if card.mig_used[position] <= 0:
+                    del card.mig_used[position]
+                card.mig_group = grant.mig.group if card.mig_used else None
+            if not self._building:
+                self._reindex(card)
+
+    def commit(self, placement: Placement) -> None:
+        """Apply a placement to the state (and to the node's ledger); idempotent by pod UID."""
+        allocation = placement.allocation
+        if allocation.pod_uid in self._where:
+            return
+        ledger = self._ledgers.get(placement.node) or NodeLedger(node=placement.node)
+        self._ledgers[placement.node] = ledger.with_allocation(allocation)
+        self._apply(placement.node, allocation, sign=1)
+
+    def release(self, pod_uid: str) -> Allocation | None:
+        """Remove a pod's entry from the state; returns what it held (None: nothing)."""
+        node = self._where.get(pod_uid)
+        if node is None:
+            return None
+        ledger = self._ledgers[node]
+        allocation = ledger.allocations[pod_uid]
+        self._ledgers[node] = ledger.without(pod_uid)
+        self._apply(node, allocation, sign=-1)
+        return allocation
+
+    def ledger(self, node: str) -> NodeLedger:
+        """The node's ledger including every commit and release so far."""
+        return self._ledgers.get(node) or NodeLedger(node=node)
+
+    def allocation_of(self, pod_uid: str) -> tuple[str, Allocation] | None:
+        node = self._where.get(pod_uid)
+        return (node, self._ledgers[node].allocations[pod_uid]) if node is not None else None
+
+    def queue_used(self, queue: str) -> tuple[int, int, int]:
+        """vGPU number, memory (plugin units) and cores held by a queue's pods."""
+        used = self._queue_used.get(queue, [0, 0, 0])
+        return (used[0], used[1], used[2])
+
+    # --- per card ------------------------------------------------------------------------------
+
+    def _fit_mig(self, card: _Card, need: int, free: int, delta: _Delta | None) -> MigSlot | None:
+        assert card.mig is not None
+        in_use = card.mig_group or (delta.mig_group if delta is not None else None)
+        used = set(card.mig_used) | (delta.mig_positions if delta is not None else set())
+        groups: Sequence[MigGeometryGroup] = card.mig.allowed_geometries
+        if in_use is not None:
+            groups = [g for g in groups if g.group == in_use]
+        for group in groups:
+            layout = group_layout(card.device.type, group)
+            base, bases = 0, []
+            for geometry in group.geometries:
+                bases.append(base)
+                base += geometry.count
+            order = sorted(range(len(group.geometries)), key=lambda i: group.geometries[i].memory)
+            for gi in order:
+                geometry = group.geometries[gi]
+                if geometry.memory < need:
+                    continue
+                for position in range(bases[gi], bases[gi] + geometry.count):
+                    slot = layout[position]
+                    if slot is not None and position not in used and geometry.memory <= free:
+                        return MigSlot(
+                            group=group.group,
+                            profile=geometry.name,
+                            position=position,
+                            start=slot.start,
+                            size=slot.size,
+                        )
+            if in_use is None and any(g.memory >= need for g in group.geometries):
+                # Volcano: on an empty card the first group with an instance that fits wins.
+                return None
+        return None
+
+    def _fit(
+        self, pod: PodRequest, request: ContainerRequest, card: _Card, delta: _Delta | None
+    ) -> DeviceGrant | CardFailure:
+        gpu = card.device
+        if gpu.uuid in pod.nouse_uuids:
+            return CardFailure("uuid-nouse")
+        if pod.use_uuids is not None and gpu.uuid not in pod.use_uuids:
+            return CardFailure("uuid-use")
+        if not gpu.healthy:
+            return CardFailure("unhealthy")
+        d_mem, d_cores, d_grants = (delta.memory, delta.cores, delta.grants) if delta else (0, 0, 0)
+        grants = card.grants + d_grants
+        if grants >= gpu.split_count:
+            return CardFailure("split")
+        free = card.free - d_mem
+        need = request.memory_on(gpu.memory, self._factor)
+        if free < need:
+            return CardFailure("memory", free=max(free, 0), need=need)
+        cores = card.used_cores + d_cores
+        # Volcano checks the sum first; asking "is it shared" first gives the clearer reason.
+        if request.cores == 100 and grants > 0:
+            return CardFailure("exclusive")
+        if cores + request.cores > 100:
+            return CardFailure("cores", detail=str(request.cores))
+        if cores >= 100 and request.cores == 0:
+            return CardFailure("cores-full")
+        if "NVIDIA" not in gpu.type:
+            return CardFailure("type")
+        upper = gpu.type.upper()
+        if pod.use_types and not any(t.upper() in upper for t in pod.use_types):
+            return CardFailure("use-type", detail=",".join(pod.use_types))
+        if not pod.use_types and any(t.upper() in upper for t in pod.nouse_types):
+            return CardFailure("nouse-type", detail=",".join(pod.nouse_types))
+        if card.mig is not None:
+            slot = self._fit_mig(card, need, free, delta)
+            if slot is None:
+                return CardFailure("mig", need=need, detail=f">= {need} MiB")
+            memory = next(
+                g.memory
+                for group in card.mig.allowed_geometries
+                if group.group == slot.group
+                for g in group.geometries
+                if g.name == slot.profile
+            )
+            return DeviceGrant(uuid=gpu.uuid, memory=memory, cores=request.cores, mig=slot)
+        return DeviceGrant(uuid=gpu.uuid, memory=need, cores=request.cores)
+
+    # --- per node ------------------------------------------------------------------------------
+
+    def _node_failure(self, pod: PodRequest, node: _Node) -> NodeFailure | None:
+        info = node.info
+        if not info.gpus:
+            return NodeFailure("no-gpu")
+        if not info.vgpu_capable:
+            return NodeFailure("gpu-problem")
+        rejection = node_rejection(pod, info)
+        if rejection is not None:
+            code, _, detail = rejection.partition(":")
+            return NodeFailure(code, detail)
+        if pod.mode is not None and info.mode != pod.mode:
+            return NodeFailure("mode", f"{info.mode} mode (the pod requires {pod.mode})")
+        most = max(c.count for c in pod.containers)
+        if most > len(node.cards):
+            return NodeFailure("cards", f"{len(node.cards)} GPUs < {most} requested")
+        return None
+
+    def _evaluate(
+        self, pod: PodRequest, node: _Node
+    ) -> tuple[_Key, tuple[ContainerGrant, ...]] | tuple[NodeFailure | None, list[CardFailure]]:
+        """The node's best grants and rank, or (node failure, card failures)."""
+        failure = self._node_failure(pod, node)
+        if failure is not None:
+            return failure, []
+        deltas: dict[int, _Delta] = {}
+        empty = sum(1 for c in node.cards if c.grants == 0 and c.device.healthy)
+        chosen_all: list[ContainerGrant] = []
+        rank: _Key | None = None
+        for request in pod.containers:
+            fitting: list[tuple[_Key, int, DeviceGrant]] = []
+            failures: list[CardFailure] = []
+            for i, card in enumerate(node.cards):
+                delta = deltas.get(i)
+                got = self._fit(pod, request, card, delta)
+                if isinstance(got, CardFailure):
+                    failures.append(got)
+                else:
+                    free = card.free - (delta.memory if delta else 0)
+                    fitting.append((self._key(card, free), i, got))
+            fitting.sort(key=lambda t: t[0])
+            chosen: list[tuple[_Key, int, DeviceGrant]] = []
+            for key, i, grant in fitting:
+                if len(chosen) == request.count:
+                    break
+                delta = deltas.get(i)
+                is_empty = node.cards[i].grants == 0 and (delta is None or delta.grants == 0)
+                if is_empty and empty - 1 < node.whole_card:
+                    failures.append(CardFailure("reserved"))
+                    continue
+                chosen.append((key, i, grant))
+                if is_empty:
+                    empty -= 1
+            if len(chosen) < request.count:
+                fit_failure = (
+                    NodeFailure(
+                        "fit",
+                        f"{len(chosen)} fitting GPU{'s' if len(chosen) != 1 else ''} "
+                        f"< {request.count} requested",
+                    )
+                    if chosen
+                    else None
+                )
+                return fit_failure, failures
+            if rank is None:
+                rank = chosen[0][0]
+            devices = []
+            for _, i, grant in sorted(chosen, key=lambda t: node.cards[t[1]].device.index):
+                delta = deltas.setdefault(i, _Delta())
+                delta.memory += grant.memory
+                delta.cores += grant.cores
+                delta.grants += 1
+                if grant.mig is not None:
+                    delta.mig_group = grant.mig.group
+                    delta.mig_positions.add(grant.mig.position)
+                devices.append(grant)
+            chosen_all.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(devices)))
+        assert rank is not None
+        return rank, tuple(chosen_all)
+
+    # --- search --------------------------------------------------------------------------------
+
+    def _lower_bound(self, request: ContainerRequest) -> int:
+        if request.percentage is None and request.memory is not None:
+            return request.memory
+        sizes = self._unit_sizes or [0]
+        return min(request.memory_on(size // self._factor, self._factor) for size in sizes)
+
+    def _candidates(self, pod: PodRequest) -> Iterator[_Key]:
+        """Index keys of cards that may take the first container, best first."""
+        bound = self._lower_bound(pod.containers[0])
+        modes = [pod.mode] if pod.mode in ("hami-core", "mig") else ["hami-core", "mig"]
+        streams: list[Iterator[_Key]] = []
+        for mode in modes:
+            keys = self._index[mode or "hami-core"]
+            # Walk by position: slicing would copy up to every card of the cluster per search.
+            if self.policy == "binpack":
+                start = bisect.bisect_left(keys, (bound, "", -1))
+                streams.append(map(keys.__getitem__, range(start, len(keys))))
+            else:
+                end = bisect.bisect_right(keys, (-bound, "\U0010ffff", 1 << 30))
+                streams.append(map(keys.__getitem__, range(end)))
+        if len(streams) == 1:
+            yield from streams[0]
+        else:
+            yield from heapq.merge(*streams)
+
+    def _search(self, pod: PodRequest) -> tuple[str, tuple[ContainerGrant, ...]] | None:
+        best: tuple[_Key, str, tuple[ContainerGrant, ...]] | None = None
+        if self.search == "scan":
+            for name in sorted(self._nodes):
+                result = self._evaluate(pod, self._nodes[name])
+                if isinstance(result[0], tuple):
+                    rank, grants = result
+                    if best is None or rank < best[0]:
+                        best = (rank, name, grants)
+        else:
+            seen: set[str] = set()
+            for key in self._candidates(pod):
+                if best is not None and key >= best[0]:
+                    break
+                name = key[1]
+                if name in seen:
+                    continue
+                seen.add(name)
+                result = self._evaluate(pod, self._nodes[name])
+                if isinstance(result[0], tuple):
+                    rank, grants = result
+                    if best is None or rank < best[0]:
+                        best = (rank, name, grants)
+        return (best[1], best[2]) if best is not None else None
+
+    def diagnose(self, pod: PodRequest) -> str:
+        """The ``0/N nodes are available`` message: every node evaluated, every reason counted."""
+        node_failures: list[NodeFailure] = []
+        card_failures: list[CardFailure] = []
+        for name in sorted(self._nodes):
+            result = self._evaluate(pod, self._nodes[name])
+            if isinstance(result[0], tuple):
+                continue
+            failure, cards = result
+            if failure is not None:
+                node_failures.append(failure)
+            card_failures.extend(cards)
+        return unavailable_message(len(self.view.nodes), node_failures, card_failures)
+
+    # --- queues --------------------------------------------------------------------------------
+
+    def _queue_refusal(
+        self, pod: PodRequest, queue: str, explicit: bool, grants: Sequence[ContainerGrant]
+    ) -> str | None:
+        obj = self.view.queues.get(queue)
+        if obj is None:
+            return f"queue {queue} does not exist; create it or name an existing queue" if explicit else None
+        status = obj.get("status")
+        state = status.get("state") if isinstance(status, Mapping) else None
+        if state not in (None, "", "Open"):
+            return f"queue {queue} is {state}; only Open queues admit new pods"
+        spec = obj.get("spec")
+        capability = spec.get("capability") if isinstance(spec, Mapping) else None
+        if not isinstance(capability, Mapping):
+            return None
+        nvidia = self.config.nvidia
+        names = (nvidia.resource_count_name, nvidia.resource_memory_name, nvidia.resource_core_name)
+        used = self.queue_used(queue)
+        wanted = _queue_vector(grants, self._factor)
+        for i, resource in enumerate(names):
+            if resource not in capability:
+                continue
+            try:
+                limit = parse_quantity(capability[resource]).value
+            except QuantityError:
+                continue
+            if used[i] + wanted[i] > limit:
+                return (
+                    f"queue {queue} capability {resource}={capability[resource]} would be exceeded: "
+                    f"{used[i]} in use + {wanted[i]} requested; wait for the queue's pods to finish "
+                    "or raise its capability"
+                )
+        return None
+
+    # --- public --------------------------------------------------------------------------------
+
+    def place(self, pod: PodRequest, *, now: int = 0) -> Placement | Unplaceable:
+        """Decide where ``pod`` goes (nothing is applied; ``commit`` does that).
+
+        A pod that already holds an entry gets that entry back: after a crash between the ledger
+        write and the binding, the next pass binds what was reserved instead of deciding again.
+        """
+        existing = self.allocation_of(pod.uid)
+        if existing is not None:
+            return Placement(pod=pod, node=existing[0], allocation=existing[1])
+        queue, explicit = pod_queue(pod, self.view)
+        refusal = self._queue_refusal(pod, queue, explicit, ())
+        if refusal is not None:
+            return Unplaceable(pod=pod, message=refusal, cause="queue")
+        found = self._search(pod)
+        if found is None:
+            return Unplaceable(pod=pod, message=self.diagnose(pod))
+        node, grants = found
+        refusal = self._queue_refusal(pod, queue, explicit, grants)
+        if refusal is not None:
+            return Unplaceable(pod=pod, message=refusal, cause="queue")
+        allocation = Allocation(
+            pod_uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            queue=queue,
+            containers=grants,
+            reserved_at=now,
+            group=pod.group,
+        )
+        return Placement(pod=pod, node=node, allocation=allocation)
+
+    def place_gang(
+        self, members: Sequence[PodRequest], *, min_member: int, running: int = 0, now: int = 0
+    ) -> GangOutcome:
+        """Place a PodGroup's pending members in one decision: all that fit, if that reaches minMember.
+
+        ``running`` counts members already bound (they hold entries or whole cards elsewhere).
+        Members go in priority/creation order; each sees the ones placed before it. When fewer
+        than ``min_member`` could run, every placement is rolled back and each member gets the
+        reason, so the gang never starts half-way; reservations members held from an earlier pass
+        are released too (listed in ``released``: the caller removes them from the ledgers).
+        """
+        ordered = sorted(members, key=lambda p: p.order)
+        placed: list[Placement] = []
+        failures: list[Unplaceable] = []
+        reserved = {pod.uid for pod in ordered if self.allocation_of(pod.uid) is not None}
+        for pod in ordered:
+            result = self.place(pod, now=now)
+            if isinstance(result, Placement):
+                self.commit(result)
+                placed.append(result)
+            else:
+                failures.append(result)
+        ready = running + len(placed)
+        if ready >= min_member:
+            return GangOutcome(placements=tuple(placed), failures=tuple(failures), ok=True)
+        released = []
+        for placement in placed:
+            self.release(placement.pod.uid)
+            if placement.pod.uid in reserved:
+                released.append(placement.pod.uid)
+        first = ordered[0]
+        group = f"{first.namespace}/{first.group}" if first.group else first.key
+        head = f"gang {group}: only {ready} of {min_member} members can run (minMember {min_member})"
+        blocker = failures[0] if failures else None
+        # One message for every member, naming the first member that does not fit and why.
+        message = head + (f"; {blocker.pod.name}: {blocker.message}" if blocker is not None else "")
+        return GangOutcome(
+            failures=tuple(Unplaceable(pod=p, message=message, cause="gang") for p in ordered),
+            released=tuple(released),
+        )

@@ -1,0 +1,448 @@
+"""The GPU ledger: which pod holds what on which physical GPU of one node.
+
+One ``GPULedger`` object per node lives in the API server (docs/design/ledger.md says why); every
+replica and every restart reads the same truth, and every write carries the resourceVersion it was
+decided on. This module is the pure model of one such object: entries keyed by pod UID (adding the
+same allocation twice or removing an absent one changes nothing, so retries are harmless), exact
+integer arithmetic, the capacity invariants, and the exact CRD encoding.
+
+Units: the ledger stores MiB (plugin units x gpuMemoryFactor), so it reads the same whatever the
+factor; capacities come from the node's registration at check time, never from the ledger itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.mig_placement import total_slices
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "Allocation",
+    "ContainerGrant",
+    "DeviceGrant",
+    "GpuUsage",
+    "LedgerError",
+    "LedgerViolation",
+    "MigSlot",
+    "NodeLedger",
+    "check_invariants",
+    "check_write",
+    "decode_ledger",
+    "encode_ledger",
+    "gpu_usage",
+]
+
+API_VERSION = "vgpu-guard.io/v1alpha1"
+KIND = "GPULedger"
+MAX_CORES = 100
+
+
+class LedgerError(ValueError):
+    """Raised when a ledger object does not decode, or an add contradicts an existing entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlot:
+    """A MIG instance: group and position as the plugin reads them, slices as the hardware has them."""
+
+    group: str
+    profile: str
+    position: int
+    start: int | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGrant:
+    """One physical GPU given to one container: MiB and percent of SMs reserved on it."""
+
+    uuid: str
+    memory: int
+    cores: int
+    mig: MigSlot | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerGrant:
+    """The GPUs of one container (``index`` into ``spec.containers``)."""
+
+    index: int
+    name: str
+    devices: tuple[DeviceGrant, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Everything one pod holds on one node; the unit of add and remove."""
+
+    pod_uid: str
+    namespace: str
+    name: str
+    queue: str
+    containers: tuple[ContainerGrant, ...]
+    # Unix seconds of the reservation, from the controller's clock (also the pod's vgpu-time).
+    reserved_at: int = 0
+    # PodGroup name for gang members ("" otherwise): a partial gang's reservations are found by it.
+    group: str = ""
+    # True when taken over from a binding made before the entry existed (reconcile, never decided by us).
+    adopted: bool = False
+
+    def grants(self) -> Iterator[DeviceGrant]:
+        for container in self.containers:
+            yield from container.devices
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class NodeLedger:
+    """One node's ledger as last read (``resource_version`` None: the object does not exist yet)."""
+
+    node: str
+    allocations: Mapping[str, Allocation] = field(default_factory=dict)
+    resource_version: str | None = None
+
+    def with_allocation(self, allocation: Allocation) -> NodeLedger:
+        """The ledger plus ``allocation``; unchanged when the same entry is already there.
+
+        A different entry under the same UID is a bug in the caller (a pod is placed once), so it
+        raises instead of silently replacing what another replica may have bound.
+        """
+        existing = self.allocations.get(allocation.pod_uid)
+        if existing == allocation:
+            return self
+        if existing is not None:
+            raise LedgerError(
+                f"pod {allocation.key} (uid {allocation.pod_uid}) already holds an entry on node "
+                f"{self.node}; release it before placing the pod again"
+            )
+        return NodeLedger(
+            node=self.node,
+            allocations={**self.allocations, allocation.pod_uid: allocation},
+            resource_version=self.resource_version,
+        )
+
+    def without(self, pod_uid: str) -> NodeLedger:
+        """The ledger without the pod's entry; unchanged when there is none."""
+        if pod_uid not in self.allocations:
+            return self
+        return NodeLedger(
+            node=self.node,
+            allocations={k: v for k, v in self.allocations.items() if k != pod_uid},
+            resource_version=self.resource_version,
+        )
+
+
+@dataclass(slots=True)
+class GpuUsage:
+    """What one GPU's entries add up to."""
+
+    memory: int = 0
+    cores: int = 0
+    grants: int = 0
+    pods: list[str] = field(default_factory=list)
+    mig: list[tuple[str, MigSlot]] = field(default_factory=list)
+
+
+def gpu_usage(allocations: Iterable[Allocation]) -> dict[str, GpuUsage]:
+    """Per GPU uuid: memory, cores, grants (one per container per device) and MIG slots."""
+    usage: dict[str, GpuUsage] = {}
+    for allocation in allocations:
+        for grant in allocation.grants():
+            u = usage.get(grant.uuid)
+            if u is None:
+                u = usage[grant.uuid] = GpuUsage()
+            u.memory += grant.memory
+            u.cores += grant.cores
+            u.grants += 1
+            u.pods.append(allocation.key)
+            if grant.mig is not None:
+                u.mig.append((allocation.key, grant.mig))
+    return usage
+
+
+ViolationKind = Literal["memory", "cores", "pods", "mig", "unknown-gpu", "duplicate-device"]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerViolation:
+    """One broken invariant on one GPU, with a message an operator can act on."""
+
+    node: str
+    gpu: str
+    kind: ViolationKind
+    message: str
+
+
+def _pods(u: GpuUsage) -> str:
+    shown = ", ".join(u.pods[:5])
+    return shown + (f" and {len(u.pods) - 5} more" if len(u.pods) > 5 else "")
+
+
+def _mig_violations(node: str, uuid: str, u: GpuUsage, total: int | None) -> list[LedgerViolation]:
+    out: list[LedgerViolation] = []
+
+    def bad(message: str) -> None:
+        out.append(LedgerViolation(node, uuid, "mig", f"GPU {uuid} on node {node}: {message}"))
+
+    groups = sorted({slot.group for _, slot in u.mig})
+    if len(groups) > 1:
+        bad(f"MIG instances of several geometry groups ({', '.join(groups)}); a card holds one group")
+    seen: dict[tuple[str, int], str] = {}
+    for pod, slot in u.mig:
+        if (slot.group, slot.position) in seen:
+            first = seen[slot.group, slot.position]
+            bad(f"MIG position {slot.group}-{slot.position} given to {first} and {pod}")
+        seen[slot.group, slot.position] = pod
+    placed = sorted(
+        [
+            (slot.start, slot.start + slot.size, pod, slot)
+            for pod, slot in u.mig
+            if slot.start is not None and slot.size is not None
+        ],
+        key=lambda t: (t[0], t[1], t[2], t[3].position),
+    )
+    for start, end, pod, slot in placed:
+        if start < 0 or (total is not None and end > total):
+            bad(f"MIG {slot.profile} of {pod} at slices [{start},{end}) is outside the {total} slices")
+    for i, (s1, e1, p1, m1) in enumerate(placed):
+        for s2, e2, p2, m2 in placed[i + 1 :]:
+            if s2 >= e1:
+                break
+            bad(f"MIG {m1.profile} of {p1} [{s1},{e1}) overlaps {m2.profile} of {p2} [{s2},{e2})")
+    return out
+
+
+def check_invariants(
+    ledger: NodeLedger, node: NodeInfo, *, memory_factor: int = 1, mig_slices: Mapping[str, int] | None = None
+) -> list[LedgerViolation]:
+    """Every broken capacity invariant of ``ledger`` against the node's registered GPUs.
+
+    Per GPU: memory used <= card memory, cores <= 100, grants <= split count, MIG instances of a
+    single group, distinct positions, non-overlapping slices inside the card (``mig_slices``: the
+    card's slice count per uuid when known). Grants on a uuid the node does not register are
+    reported too (the card vanished or the node re-registered): their capacity cannot be checked.
+    """
+    out: list[LedgerViolation] = []
+    cards = {g.uuid: g for g in node.gpus}
+    for allocation in ledger.allocations.values():
+        for container in allocation.containers:
+            uuids = [d.uuid for d in container.devices]
+            for uuid in sorted({u for u in uuids if uuids.count(u) > 1}):
+                out.append(
+                    LedgerViolation(
+                        ledger.node,
+                        uuid,
+                        "duplicate-device",
+                        f"container {container.name} of {allocation.key} holds GPU {uuid} twice; "
+                        "a container needs distinct GPUs",
+                    )
+                )
+    for uuid, u in sorted(gpu_usage(ledger.allocations.values()).items()):
+        card = cards.get(uuid)
+        if card is None:
+            out.append(
+                LedgerViolation(
+                    ledger.node,
+                    uuid,
+                    "unknown-gpu",
+                    f"GPU {uuid} is not registered on node {ledger.node} but held by {_pods(u)}",
+                )
+            )
+            continue
+        capacity = card.memory * memory_factor
+        where = f"GPU {uuid} on node {ledger.node}"
+        if u.memory > capacity:
+            out.append(
+                LedgerViolation(
+                    ledger.node,
+                    uuid,
+                    "memory",
+                    f"{where}: {u.memory} MiB reserved > {capacity} MiB capacity ({_pods(u)})",
+                )
+            )
+        if u.cores > MAX_CORES:
+            out.append(
+                LedgerViolation(
+                    ledger.node, uuid, "cores", f"{where}: {u.cores}% cores reserved > 100% ({_pods(u)})"
+                )
+            )
+        if u.grants > card.split_count:
+            out.append(
+                LedgerViolation(
+                    ledger.node,
+                    uuid,
+                    "pods",
+                    f"{where}: {u.grants} vGPUs > split count {card.split_count} ({_pods(u)})",
+                )
+            )
+        if u.mig:
+            total = (mig_slices or {}).get(uuid, total_slices(card.type))
+            out.extend(_mig_violations(ledger.node, uuid, u, total))
+    return out
+
+
+def check_write(
+    old: NodeLedger, new: NodeLedger, node: NodeInfo, *, memory_factor: int = 1
+) -> list[LedgerViolation]:
+    """The violations a write from ``old`` to ``new`` would introduce.
+
+    Only GPUs that gain a grant are judged: a pre-existing overcommit (from before installation)
+    must not block releasing pods elsewhere on the node, and is reported by reconcile instead.
+    """
+    gained = {
+        grant.uuid
+        for uid, allocation in new.allocations.items()
+        if old.allocations.get(uid) != allocation
+        for grant in allocation.grants()
+    }
+    return [v for v in check_invariants(new, node, memory_factor=memory_factor) if v.gpu in gained]
+
+
+# --- encoding: the GPULedger custom resource -------------------------------------------------------
+
+
+def _encode_allocation(a: Allocation) -> dict[str, Any]:
+    containers = []
+    for c in a.containers:
+        devices = []
+        for d in c.devices:
+            device: dict[str, Any] = {"uuid": d.uuid, "memoryMiB": d.memory, "cores": d.cores}
+            if d.mig is not None:
+                mig: dict[str, Any] = {
+                    "group": d.mig.group,
+                    "profile": d.mig.profile,
+                    "position": d.mig.position,
+                }
+                if d.mig.start is not None and d.mig.size is not None:
+                    mig |= {"start": d.mig.start, "size": d.mig.size}
+                device["mig"] = mig
+            devices.append(device)
+        containers.append({"index": c.index, "name": c.name, "devices": devices})
+    out: dict[str, Any] = {
+        "podUID": a.pod_uid,
+        "namespace": a.namespace,
+        "name": a.name,
+        "queue": a.queue,
+        "reservedAt": a.reserved_at,
+        "containers": containers,
+    }
+    if a.group:
+        out["podGroup"] = a.group
+    if a.adopted:
+        out["adopted"] = True
+    return out
+
+
+def encode_ledger(ledger: NodeLedger) -> dict[str, Any]:
+    """The GPULedger object for a write; carries ``resourceVersion`` when read from the API."""
+    metadata: dict[str, Any] = {"name": ledger.node, "labels": {"vgpu-guard.io/node": ledger.node}}
+    if ledger.resource_version is not None:
+        metadata["resourceVersion"] = ledger.resource_version
+    allocations = sorted(ledger.allocations.values(), key=lambda a: (a.namespace, a.name, a.pod_uid))
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": {
+            "nodeName": ledger.node,
+            "allocations": [_encode_allocation(a) for a in allocations],
+            # Derived, for `kubectl get gpuledgers` columns; recomputed on every write, never read.
+            "summary": {
+                "pods": len(allocations),
+                "devices": sum(1 for a in allocations for _ in a.grants()),
+                "memoryMiB": sum(g.memory for a in allocations for g in a.grants()),
+            },
+        },
+    }
+
+
+def _field(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
+    value = obj.get(key)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise LedgerError(f"{path}.{key}: expected an integer, got {value!r}")
+    if not isinstance(value, kind):
+        raise LedgerError(f"{path}.{key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _decode_allocation(raw: object, path: str) -> Allocation:
+    if not isinstance(raw, Mapping):
+        raise LedgerError(f"{path}: expected an object")
+    containers = []
+    for ci, c in enumerate(_field(raw, "containers", list, path)):
+        cpath = f"{path}.containers[{ci}]"
+        if not isinstance(c, Mapping):
+            raise LedgerError(f"{cpath}: expected an object")
+        devices = []
+        for di, d in enumerate(_field(c, "devices", list, cpath)):
+            dpath = f"{cpath}.devices[{di}]"
+            if not isinstance(d, Mapping):
+                raise LedgerError(f"{dpath}: expected an object")
+            mig = None
+            if d.get("mig") is not None:
+                m = d["mig"]
+                if not isinstance(m, Mapping):
+                    raise LedgerError(f"{dpath}.mig: expected an object")
+                mpath = f"{dpath}.mig"
+                mig = MigSlot(
+                    group=_field(m, "group", str, mpath),
+                    profile=_field(m, "profile", str, mpath),
+                    position=_field(m, "position", int, mpath),
+                    start=_field(m, "start", int, mpath) if "start" in m else None,
+                    size=_field(m, "size", int, mpath) if "size" in m else None,
+                )
+            devices.append(
+                DeviceGrant(
+                    uuid=_field(d, "uuid", str, dpath),
+                    memory=_field(d, "memoryMiB", int, dpath),
+                    cores=_field(d, "cores", int, dpath),
+                    mig=mig,
+                )
+            )
+        containers.append(
+            ContainerGrant(
+                index=_field(c, "index", int, cpath),
+                name=str(c.get("name") or ""),
+                devices=tuple(devices),
+            )
+        )
+    return Allocation(
+        pod_uid=_field(raw, "podUID", str, path),
+        namespace=_field(raw, "namespace", str, path),
+        name=_field(raw, "name", str, path),
+        queue=str(raw.get("queue") or ""),
+        containers=tuple(containers),
+        reserved_at=int(raw.get("reservedAt") or 0),
+        group=str(raw.get("podGroup") or ""),
+        adopted=bool(raw.get("adopted", False)),
+    )
+
+
+def decode_ledger(obj: Mapping[str, Any]) -> NodeLedger:
+    """Parse a GPULedger object; raises ``LedgerError`` naming the field path when malformed."""
+    metadata = obj.get("metadata")
+    spec = obj.get("spec")
+    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+        raise LedgerError("GPULedger: metadata and spec must be objects")
+    node = spec.get("nodeName") or metadata.get("name")
+    if not isinstance(node, str) or not node:
+        raise LedgerError("GPULedger: spec.nodeName is missing")
+    allocations: dict[str, Allocation] = {}
+    raw_list = spec.get("allocations") or []
+    if not isinstance(raw_list, list):
+        raise LedgerError(f"GPULedger {node}: spec.allocations must be a list")
+    for i, raw in enumerate(raw_list):
+        allocation = _decode_allocation(raw, f"GPULedger {node}: spec.allocations[{i}]")
+        if allocation.pod_uid in allocations:
+            raise LedgerError(f"GPULedger {node}: pod uid {allocation.pod_uid} appears twice")
+        allocations[allocation.pod_uid] = allocation
+    rv = metadata.get("resourceVersion")
+    return NodeLedger(node=node, allocations=allocations, resource_version=str(rv) if rv else None)

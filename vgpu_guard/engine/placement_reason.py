@@ -1,0 +1,162 @@
+"""The ``0/N nodes are available: ...`` message of a pod we cannot place.
+
+Users read it in ``kubectl describe pod`` (condition PodScheduled=False, reason Unschedulable, and
+the Event), so it follows kube-scheduler's shape: the number of nodes, then every reason with a
+count. Node-level reasons count nodes ("2 nodes are unschedulable"); for nodes that passed them, the
+reasons count GPUs ("7 GPUs have no free memory"), because with shared GPUs "Insufficient
+volcano.sh/vgpu-memory" says nothing about which card came close. Of the GPUs short of memory,
+the one that came closest is quoted with its numbers, so the user sees by how much they missed:
+``1 GPU has 8192 MiB free < 12288 MiB requested``. Golden tests pin these strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["CardFailure", "NodeFailure", "unavailable_message"]
+
+# Order in which reasons are listed: the node-level ones first, then the GPU ones in the order
+# Volcano checks a card.
+_NODE_ORDER = (
+    "not-ready",
+    "unschedulable",
+    "selector",
+    "taint",
+    "no-gpu",
+    "gpu-problem",
+    "mode",
+    "cards",
+    "fit",
+)
+_CARD_ORDER = (
+    "uuid-use",
+    "uuid-nouse",
+    "unhealthy",
+    "split",
+    "memory",
+    "cores",
+    "exclusive",
+    "cores-full",
+    "type",
+    "use-type",
+    "nouse-type",
+    "mig",
+    "reserved",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CardFailure:
+    """Why one GPU cannot take one container: a code from ``_CARD_ORDER`` and the numbers."""
+
+    code: str
+    free: int = 0
+    need: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFailure:
+    """Why a node cannot take the pod: a code from ``_NODE_ORDER`` and a detail for the text."""
+
+    code: str
+    detail: str = ""
+
+
+def _count(n: int, singular: str, plural: str, what: str = "node") -> str:
+    return f"{n} {what} {singular}" if n == 1 else f"{n} {what}s {plural}"
+
+
+def _node_text(code: str, detail: str, n: int) -> str:
+    texts = {
+        "not-ready": ("is not ready", "are not ready"),
+        "unschedulable": ("is unschedulable", "are unschedulable"),
+        "selector": (
+            "doesn't match the pod's node selector/affinity",
+            "don't match the pod's node selector/affinity",
+        ),
+        "taint": (f"has untolerated taint {detail}", f"have untolerated taint {detail}"),
+        "no-gpu": ("has no vGPU devices", "have no vGPU devices"),
+        "gpu-problem": ("has an unusable vGPU registration", "have an unusable vGPU registration"),
+        "mode": (f"is in {detail}", f"are in {detail}"),
+        "cards": (f"has only {detail}", f"have only {detail}"),
+        "fit": (f"has only {detail}", f"have only {detail}"),
+    }
+    singular, plural = texts[code]
+    return _count(n, singular, plural)
+
+
+def _card_text(code: str, detail: str, n: int) -> str:
+    texts = {
+        "uuid-use": (
+            "isn't listed in volcano.sh/vgpu-use-gpuuuid",
+            "aren't listed in volcano.sh/vgpu-use-gpuuuid",
+        ),
+        "uuid-nouse": (
+            "is listed in volcano.sh/vgpu-nouse-gpuuuid",
+            "are listed in volcano.sh/vgpu-nouse-gpuuuid",
+        ),
+        "unhealthy": ("is unhealthy", "are unhealthy"),
+        "split": ("has no free vGPU slot", "have no free vGPU slot"),
+        "cores": (f"has less than {detail}% cores free", f"have less than {detail}% cores free"),
+        "exclusive": (
+            "is shared (100% cores needs an empty GPU)",
+            "are shared (100% cores needs an empty GPU)",
+        ),
+        "cores-full": ("has all cores taken", "have all cores taken"),
+        "type": ("is not an NVIDIA GPU", "are not NVIDIA GPUs"),
+        "use-type": (
+            f"doesn't match nvidia.com/use-gputype={detail}",
+            f"don't match nvidia.com/use-gputype={detail}",
+        ),
+        "nouse-type": (
+            f"matches nvidia.com/nouse-gputype={detail}",
+            f"match nvidia.com/nouse-gputype={detail}",
+        ),
+        "mig": (f"has no free MIG instance {detail}", f"have no free MIG instance {detail}"),
+        "reserved": ("is kept free for nvidia.com/gpu pods", "are kept free for nvidia.com/gpu pods"),
+    }
+    singular, plural = texts[code]
+    return _count(n, singular, plural, "GPU")
+
+
+def _memory_texts(failures: list[CardFailure]) -> list[str]:
+    # The closest miss (most free memory; the first such GPU on ties) is quoted with its numbers.
+    closest = max(range(len(failures)), key=lambda i: (failures[i].free, -i))
+    rest = [f for i, f in enumerate(failures) if i != closest]
+    out = []
+    none_free = sum(1 for f in rest if f.free == 0)
+    too_little = len(rest) - none_free
+    if none_free:
+        out.append(_count(none_free, "has no free memory", "have no free memory", "GPU"))
+    if too_little:
+        out.append(_count(too_little, "has too little free memory", "have too little free memory", "GPU"))
+    c = failures[closest]
+    out.append(f"1 GPU has {c.free} MiB free < {c.need} MiB requested")
+    return out
+
+
+def unavailable_message(total_nodes: int, nodes: Iterable[NodeFailure], cards: Iterable[CardFailure]) -> str:
+    """``0/N nodes are available: <reasons>`` from per-node and per-GPU failures."""
+    node_counts = Counter((f.code, f.detail) for f in nodes)
+    card_list = list(cards)
+    parts: list[str] = []
+    for code in _NODE_ORDER:
+        for (c, detail), n in sorted(node_counts.items()):
+            if c == code:
+                parts.append(_node_text(c, detail, n))
+    card_counts = Counter((f.code, f.detail) for f in card_list if f.code != "memory")
+    for code in _CARD_ORDER:
+        if code == "memory":
+            memory = [f for f in card_list if f.code == "memory"]
+            if memory:
+                parts.extend(_memory_texts(memory))
+            continue
+        for (c, detail), n in sorted(card_counts.items()):
+            if c == code:
+                parts.append(_card_text(c, detail, n))
+    reasons = ", ".join(parts) if parts else "no node offers vGPU devices"
+    # kube-scheduler says "0/1 nodes are available" too; users grep for that shape.
+    return f"0/{total_nodes} nodes are available: {reasons}"

@@ -1,0 +1,254 @@
+"""What the allocator needs to know about one pod, read once from the pod object.
+
+Why a separate, parsed form: the allocator evaluates a pod against thousands of cards; reading
+quantities and annotations out of nested dicts each time would dominate the cost, and parsing in
+one place means every decision (and every message) sees the same values.
+
+Volcano's reading of a vGPU request (deviceshare ``resourcereqs``): only ``spec.containers``
+(not init containers); a container takes part when it sets the number or the memory resource; the
+count defaults to 1 when only memory is set; no memory and no percentage means the whole card;
+cores default to 0 (share with anything). Limits first, then requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu_guard.engine.annotations import (
+    NOUSE_GPUTYPE,
+    NOUSE_GPUUUID,
+    USE_GPUTYPE,
+    USE_GPUUUID,
+    VGPU_MODE,
+)
+from vgpu_guard.engine.config import NvidiaConfig
+from vgpu_guard.engine.vgpu_request import vgpu_containers
+
+__all__ = [
+    "GROUP_ANNOTATIONS",
+    "QUEUE_ANNOTATION",
+    "ContainerRequest",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PodRequest",
+    "PodRequestError",
+    "Toleration",
+    "pod_request",
+    "whole_card_gpus",
+]
+
+GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+WHOLE_CARD_RESOURCE = "nvidia.com/gpu"
+
+
+class PodRequestError(ValueError):
+    """Raised when a pod's vGPU request cannot be read; the message names the field and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRequest:
+    """One container's request: ``count`` distinct GPUs, each with ``memory`` MiB (or a percentage)."""
+
+    index: int
+    name: str
+    count: int
+    # MiB per GPU (plugin units x gpuMemoryFactor); None when a percentage (or the whole card) applies.
+    memory: int | None
+    # Percent of each card's memory; used when set (Volcano >= 1.14: it overrides the MiB request).
+    percentage: int | None
+    cores: int
+
+    def memory_on(self, card_units: int, factor: int) -> int:
+        """MiB this container needs on a card of ``card_units`` plugin units."""
+        if self.percentage is not None:
+            return card_units * self.percentage // 100 * factor
+        if self.memory is None:
+            return card_units * factor
+        return self.memory
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements ANDed; terms of a pod are ORed (kube-scheduler semantics)."""
+
+    expressions: tuple[NodeSelectorRequirement, ...] = ()
+    fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """A pod as the allocator sees it."""
+
+    uid: str
+    namespace: str
+    name: str
+    containers: tuple[ContainerRequest, ...]
+    priority: int = 0
+    # RFC 3339 creation timestamp: sorts chronologically as a string.
+    created: str = ""
+    mode: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # None: no required node affinity; () would mean "matches nothing".
+    affinity: tuple[NodeSelectorTerm, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    use_types: tuple[str, ...] = ()
+    nouse_types: tuple[str, ...] = ()
+    use_uuids: frozenset[str] | None = None
+    nouse_uuids: frozenset[str] = frozenset()
+    # From the pod annotation; the PodGroup's spec.queue wins (resolved by the allocator).
+    queue: str = ""
+    group: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def order(self) -> tuple[int, str, str, str]:
+        """Sort key: higher priority first, then older, then name (a total, stable order)."""
+        return (-self.priority, self.created, self.namespace, self.name)
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _csv(raw: object) -> tuple[str, ...]:
+    if not isinstance(raw, str):
+        return ()
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _requirements(raw: object) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(
+        NodeSelectorRequirement(
+            key=str(r.get("key") or ""),
+            operator=str(r.get("operator") or ""),
+            values=tuple(str(v) for v in _list(r.get("values"))),
+        )
+        for r in _list(raw)
+        if isinstance(r, Mapping)
+    )
+
+
+def _affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+    required = _map(
+        _map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
+    if "nodeSelectorTerms" not in required:
+        return None
+    return tuple(
+        NodeSelectorTerm(
+            expressions=_requirements(term.get("matchExpressions")),
+            fields=_requirements(term.get("matchFields")),
+        )
+        for term in _list(required.get("nodeSelectorTerms"))
+        if isinstance(term, Mapping)
+    )
+
+
+def _int_value(cv_value: Any, what: str) -> int:
+    if cv_value.integer is None or cv_value.integer < 0:
+        raise PodRequestError(f"{cv_value.path}: {cv_value.raw!r} is not a whole number; fix the {what}")
+    return int(cv_value.integer)
+
+
+def pod_request(pod: Mapping[str, Any], nvidia: NvidiaConfig) -> PodRequest | None:
+    """The pod's request, or None when no container asks for vGPU; raises ``PodRequestError``."""
+    metadata, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
+    annotations = {str(k): str(v) for k, v in _map(metadata.get("annotations")).items()}
+    containers: list[ContainerRequest] = []
+    for cv in vgpu_containers(spec, nvidia):
+        if cv.list_name != "containers" or not ("number" in cv.values or "memory" in cv.values):
+            continue
+        count = _int_value(cv.values["number"], "GPU count") if "number" in cv.values else 1
+        memory = _int_value(cv.values["memory"], "memory") if "memory" in cv.values else None
+        percentage = _int_value(cv.values["percentage"], "percentage") if "percentage" in cv.values else None
+        cores = _int_value(cv.values["cores"], "cores") if "cores" in cv.values else 0
+        if count < 1:
+            continue
+        if cores > 100 or (percentage is not None and percentage > 100):
+            raise PodRequestError(f"{cv.path}: vgpu-cores and memory percentage are percents (0..100)")
+        if memory == 0 and percentage is None:
+            memory = None
+        containers.append(
+            ContainerRequest(
+                index=cv.index,
+                name=cv.name,
+                count=count,
+                memory=memory * nvidia.gpu_memory_factor if memory is not None else None,
+                percentage=percentage,
+                cores=cores,
+            )
+        )
+    if not containers:
+        return None
+    uuids_use = _csv(annotations.get(USE_GPUUUID))
+    group = next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), "")
+    priority = spec.get("priority")
+    return PodRequest(
+        uid=str(metadata.get("uid") or ""),
+        namespace=str(metadata.get("namespace") or "default"),
+        name=str(metadata.get("name") or ""),
+        containers=tuple(containers),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        created=str(metadata.get("creationTimestamp") or ""),
+        mode=annotations.get(VGPU_MODE),
+        node_selector={str(k): str(v) for k, v in _map(spec.get("nodeSelector")).items()},
+        affinity=_affinity(spec),
+        tolerations=tuple(
+            Toleration(
+                key=str(t.get("key") or ""),
+                operator=str(t.get("operator") or "Equal"),
+                value=str(t.get("value") or ""),
+                effect=str(t.get("effect") or ""),
+            )
+            for t in _list(spec.get("tolerations"))
+            if isinstance(t, Mapping)
+        ),
+        use_types=_csv(annotations.get(USE_GPUTYPE)),
+        nouse_types=_csv(annotations.get(NOUSE_GPUTYPE)),
+        use_uuids=frozenset(uuids_use) if USE_GPUUUID in annotations else None,
+        nouse_uuids=frozenset(_csv(annotations.get(NOUSE_GPUUUID))),
+        queue=annotations.get(QUEUE_ANNOTATION, ""),
+        group=group,
+    )
+
+
+def whole_card_gpus(pod: Mapping[str, Any]) -> int:
+    """Whole cards (``nvidia.com/gpu`` limits, else requests) a pod holds: they share the node's GPUs."""
+    total = 0
+    for container in _list(_map(pod.get("spec")).get("containers")):
+        resources = _map(_map(container).get("resources"))
+        raw = _map(resources.get("limits")).get(
+            WHOLE_CARD_RESOURCE, _map(resources.get("requests")).get(WHOLE_CARD_RESOURCE)
+        )
+        try:
+            total += int(str(raw)) if raw is not None else 0
+        except ValueError:
+            continue
+    return total
