@@ -28,9 +28,10 @@ __all__ = [
     "Phase",
     "decide",
     "handles",
+    "register",
     "request_for",
-    "settle",
     "review_object",
+    "settle",
 ]
 
 Phase = Literal["mutate", "validate"]
@@ -210,12 +211,20 @@ def request_for(
     )
 
 
-def register(phase: Phase, group: str, resource: str, handler: Handler, operations: frozenset[str]) -> None:
+def register(
+    phase: Phase, group: str, resource: str, *, handler: Handler, operations: frozenset[str]
+) -> None:
     """Add a resource's rules (used by the rule modules of later features at import time)."""
     _HANDLERS[(phase, group, resource)] = (handler, operations)
 
 
-register("validate", "scheduling.volcano.sh", "queues", admit_queue, frozenset({"CREATE", "UPDATE"}))
+register(
+    "validate",
+    "scheduling.volcano.sh",
+    "queues",
+    handler=admit_queue,
+    operations=frozenset({"CREATE", "UPDATE"}),
+)
 
 
 def handles(phase: Phase, group: str, resource: str) -> frozenset[str]:
