@@ -1,0 +1,216 @@
+{{/* Names ----------------------------------------------------------------------------------- */}}
+
+{{- define "vgpu-guard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "vgpu-guard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "vgpu-guard.webhookName" -}}{{ include "vgpu-guard.fullname" . }}-webhook{{- end }}
+{{- define "vgpu-guard.controllerName" -}}{{ include "vgpu-guard.fullname" . }}-controller{{- end }}
+{{- define "vgpu-guard.cleanupName" -}}{{ include "vgpu-guard.fullname" . }}-cleanup{{- end }}
+{{- define "vgpu-guard.configName" -}}{{ include "vgpu-guard.fullname" . }}-config{{- end }}
+{{- define "vgpu-guard.tlsSecretName" -}}{{ include "vgpu-guard.fullname" . }}-tls{{- end }}
+{{- define "vgpu-guard.leaseName" -}}{{ include "vgpu-guard.fullname" . }}-controller{{- end }}
+{{/* Both webhook configurations (mutating and validating) carry this one name. */}}
+{{- define "vgpu-guard.webhookConfigName" -}}{{ include "vgpu-guard.fullname" . }}{{- end }}
+{{- define "vgpu-guard.certificateName" -}}{{ include "vgpu-guard.fullname" . }}-serving{{- end }}
+{{- define "vgpu-guard.issuerName" -}}{{ include "vgpu-guard.fullname" . }}-selfsigned{{- end }}
+
+{{/* Labels ---------------------------------------------------------------------------------- */}}
+
+{{- define "vgpu-guard.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "vgpu-guard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: vgpu-guard
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: (dict "ctx" $ "component" "webhook") */}}
+{{- define "vgpu-guard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vgpu-guard.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "vgpu-guard.componentLabels" -}}
+{{ include "vgpu-guard.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Image ----------------------------------------------------------------------------------- */}}
+
+{{- define "vgpu-guard.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Checks that fail the render with a way out ---------------------------------------------- */}}
+
+{{- define "vgpu-guard.checks" -}}
+{{- if not (has .Values.certs.mode (list "builtin" "certManager")) }}
+{{- fail (printf "certs.mode is %q; use builtin or certManager" .Values.certs.mode) }}
+{{- end }}
+{{- if not (has .Values.config.deviceConfig.source (list "builtin" "inline" "configMap")) }}
+{{- fail (printf "config.deviceConfig.source is %q; use builtin, inline or configMap" .Values.config.deviceConfig.source) }}
+{{- end }}
+{{- if and (eq .Values.config.deviceConfig.source "inline") (not .Values.config.deviceConfig.inline.nvidia) }}
+{{- fail "config.deviceConfig.source is inline but config.deviceConfig.inline has no nvidia: block; paste the plugin's device-config.yaml there" }}
+{{- end }}
+{{- if and .Values.webhooks.urlOverride (eq .Values.certs.mode "certManager") }}
+{{- fail "webhooks.urlOverride points at a process outside the cluster, whose certificate cert-manager does not issue; use certs.mode=builtin with webhooks.caBundle" }}
+{{- end }}
+{{- if ge (int .Values.webhook.shutdownTimeoutSeconds) (int .Values.webhook.terminationGracePeriodSeconds) }}
+{{- fail (printf "webhook.shutdownTimeoutSeconds (%v) must be below webhook.terminationGracePeriodSeconds (%v), or the kubelet kills in-flight admission requests" .Values.webhook.shutdownTimeoutSeconds .Values.webhook.terminationGracePeriodSeconds) }}
+{{- end }}
+{{- end }}
+
+{{/* The vGPU resource names a GPU pod requests (the device config's names plus extras). */}}
+{{- define "vgpu-guard.vgpuResourceNames" -}}
+{{- $nvidia := dict }}
+{{- if eq .Values.config.deviceConfig.source "inline" }}
+{{- $nvidia = default (dict) .Values.config.deviceConfig.inline.nvidia }}
+{{- end }}
+{{- $names := list
+  (default "volcano.sh/vgpu-number" $nvidia.resourceCountName)
+  (default "volcano.sh/vgpu-memory" $nvidia.resourceMemoryName)
+  (default "volcano.sh/vgpu-memory-percentage" $nvidia.resourceMemoryPercentageName)
+  (default "volcano.sh/vgpu-cores" $nvidia.resourceCoreName) }}
+{{- concat $names .Values.webhooks.extraVgpuResourceNames | uniq | toJson }}
+{{- end }}
+
+{{/* CEL list literal of the names: ['a', 'b'] */}}
+{{- define "vgpu-guard.celNames" -}}
+{{- $out := list }}
+{{- range (include "vgpu-guard.vgpuResourceNames" . | fromJsonArray) }}
+{{- $out = append $out (printf "'%s'" .) }}
+{{- end }}
+{{- printf "[%s]" (join ", " $out) }}
+{{- end }}
+
+{{/*
+CEL: does the pod spec at .spec (a CEL path such as object.spec) request any vGPU resource in a
+container or init container, in limits or requests? Every field access is guarded by has(), since
+an evaluation error would apply the webhook's failurePolicy.
+(dict "ctx" $ "spec" "object.spec")
+*/}}
+{{- define "vgpu-guard.celSpecRequestsVgpu" -}}
+{{- $names := include "vgpu-guard.celNames" .ctx }}
+{{- $c := printf "has(c.resources) && ((has(c.resources.limits) && c.resources.limits.exists(r, r in %s)) || (has(c.resources.requests) && c.resources.requests.exists(r, r in %s)))" $names $names }}
+{{- printf "((has(%s.containers) && %s.containers.exists(c, %s)) || (has(%s.initContainers) && %s.initContainers.exists(c, %s)))" .spec .spec $c .spec .spec $c }}
+{{- end }}
+
+{{- define "vgpu-guard.celAllocationAnnotations" -}}
+has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['volcano.sh/vgpu-node', 'volcano.sh/vgpu-time', 'volcano.sh/vgpu-ids-new', 'volcano.sh/devices-to-allocate', 'volcano.sh/bind-phase', 'volcano.sh/bind-time', 'vgpu-guard.io/allocation'])
+{{- end }}
+
+{{/* Gang members (Volcano sets this annotation on the pods of a PodGroup). */}}
+{{- define "vgpu-guard.celGangMember" -}}
+has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.metadata.annotations
+{{- end }}
+
+{{/* The generated namespaceSelector: excluded namespaces (always ours) + the opt-out label. */}}
+{{- define "vgpu-guard.namespaceSelector" -}}
+{{- $excluded := concat .Values.webhooks.excludedNamespaces (list .Release.Namespace) | uniq }}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson $excluded }}
+  - key: {{ .Values.webhooks.optOutLabel }}
+    operator: NotIn
+    values: ["disabled"]
+{{- end }}
+
+{{/* clientConfig of one webhook: (dict "ctx" $ "path" "/mutate/pods" "override" .clientConfig) */}}
+{{- define "vgpu-guard.clientConfig" -}}
+{{- $v := .ctx.Values }}
+{{- if .override }}
+{{- toYaml .override }}
+{{- else if $v.webhooks.urlOverride }}
+url: {{ printf "%s%s" (trimSuffix "/" $v.webhooks.urlOverride) .path | quote }}
+{{- with $v.webhooks.caBundle }}
+caBundle: {{ . | quote }}
+{{- end }}
+{{- else }}
+service:
+  name: {{ include "vgpu-guard.webhookName" .ctx }}
+  namespace: {{ .ctx.Release.Namespace }}
+  path: {{ .path | quote }}
+  port: 443
+{{- with $v.webhooks.caBundle }}
+caBundle: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Preferred anti-affinity on the hostname: (dict "ctx" $ "component" "webhook" "values" .Values.webhook) */}}
+{{- define "vgpu-guard.affinity" -}}
+{{- if .values.affinity }}
+{{- toYaml .values.affinity }}
+{{- else if .values.antiAffinity.enabled }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "vgpu-guard.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 12 }}
+{{- end }}
+{{- end }}
+
+{{/* Container-level hardening shared by every container. */}}
+{{- define "vgpu-guard.containerSecurityContext" -}}
+{{- toYaml .Values.securityContext }}
+{{- end }}
+
+{{/* Environment every vgpu-guard process reads (see README "Process interface"). */}}
+{{- define "vgpu-guard.processEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: VGPU_GUARD_CERT_MODE
+  value: {{ ternary "builtin" "files" (eq .Values.certs.mode "builtin") | quote }}
+- name: VGPU_GUARD_TLS_SECRET
+  value: {{ include "vgpu-guard.tlsSecretName" . | quote }}
+- name: VGPU_GUARD_WEBHOOK_SERVICE
+  value: {{ include "vgpu-guard.webhookName" . | quote }}
+- name: VGPU_GUARD_CLUSTER_DOMAIN
+  value: {{ .Values.certs.clusterDomain | quote }}
+- name: VGPU_GUARD_CERT_EXTRA_DNS
+  value: {{ join "," .Values.certs.extraDNSNames | quote }}
+- name: VGPU_GUARD_CA_VALIDITY
+  value: {{ .Values.certs.builtin.caValidity | quote }}
+- name: VGPU_GUARD_SERVING_VALIDITY
+  value: {{ .Values.certs.builtin.servingValidity | quote }}
+- name: VGPU_GUARD_SERVING_RENEW_BEFORE
+  value: {{ .Values.certs.builtin.servingRenewBefore | quote }}
+- name: VGPU_GUARD_CA_RENEW_BEFORE
+  value: {{ .Values.certs.builtin.caRenewBefore | quote }}
+- name: VGPU_GUARD_CERT_CHECK_INTERVAL
+  value: {{ .Values.certs.builtin.checkInterval | quote }}
+{{- end }}
