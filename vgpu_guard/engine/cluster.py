@@ -138,6 +138,8 @@ class ClusterView:
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
     queues: Mapping[str, Obj] = field(default_factory=dict)
     podgroups: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
+    # Volcano HyperNodes by name (topology.volcano.sh/v1alpha1), for IB clusters by tier.
+    hypernodes: Mapping[str, Obj] = field(default_factory=dict)
     synced: bool = True
     # Where the state came from, for messages and review output ("cluster", "file x.yaml", ...).
     source: str = "cluster"
@@ -150,6 +152,7 @@ class ClusterView:
         nodes: dict[str, NodeInfo] = {}
         queues: dict[str, Obj] = {}
         podgroups: dict[tuple[str, str], Obj] = {}
+        hypernodes: dict[str, Obj] = {}
         for obj in objects:
             kind = obj.get("kind")
             metadata = obj.get("metadata")
@@ -162,7 +165,16 @@ class ClusterView:
                 queues[metadata["name"]] = obj
             elif kind == "PodGroup":
                 podgroups[(str(metadata.get("namespace") or "default"), metadata["name"])] = obj
-        return cls(nodes=nodes, queues=queues, podgroups=podgroups, synced=synced, source=source)
+            elif kind == "HyperNode":
+                hypernodes[metadata["name"]] = obj
+        return cls(
+            nodes=nodes,
+            queues=queues,
+            podgroups=podgroups,
+            hypernodes=hypernodes,
+            synced=synced,
+            source=source,
+        )
 
     def with_admitted(self, obj: Obj) -> ClusterView:
         """The view after ``obj`` was admitted (offline review: each queue sees the previous ones)."""
