@@ -27,11 +27,16 @@ Obj = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ObjectList:
-    """A LIST answer: the items and the collection's resourceVersion to watch from."""
+    """A LIST answer: the items and the collection's resourceVersion to watch from.
+
+    ``continue_token`` is non-empty when more items follow (pass it back to get the next page);
+    ``remaining_item_count`` is the server's estimate of how many, when it gives one.
+    """
 
     items: list[Obj]
     resource_version: str
     continue_token: str = ""
+    remaining_item_count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,9 @@ class ClusterClient(Protocol):
         """Stream changes after ``resource_version``; raises ``Expired`` when it is too old."""
         ...
 
-    async def create(self, resource: Resource, obj: Mapping[str, Any], *, namespace: str | None = None) -> Obj: ...
+    async def create(
+        self, resource: Resource, obj: Mapping[str, Any], *, namespace: str | None = None
+    ) -> Obj: ...
 
     async def replace(self, resource: Resource, obj: Mapping[str, Any]) -> Obj:
         """PUT; a ``metadata.resourceVersion`` in ``obj`` is a precondition (409 ``Conflict`` when stale)."""

@@ -1,0 +1,654 @@
+"""The API double served like a cluster: HTTPS on loopback, kube-apiserver's REST layout.
+
+What a client sees follows the Kubernetes "API Concepts" document: discovery (``/version``,
+``/api``, ``/apis``, per group-version resource lists) enough for the official client's typed and
+dynamic APIs; ``Status`` bodies on every error; ``?watch=true`` streams newline-delimited JSON
+events with ``allowWatchBookmarks`` and ``timeoutSeconds``; ``dryRun=All``; JSON merge patch and
+JSON patch. What it does not implement it refuses explicitly: strategic-merge and apply patches
+-> 415, unknown resources -> 404, verbs a resource does not serve -> 405, always with a Status
+message that says so (see docs/apidouble.md).
+
+Requests authenticate with a bearer token mapped to a ``UserInfo`` (one per identity); the
+``Frontend`` authorizes (RBAC when switched on) and runs the admission chain.
+
+    async with serve_double(tmp_path) as api:   # api.url, api.kubeconfig, api.store
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import secrets
+import ssl
+import tempfile
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from aiohttp import web
+
+from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._tls import ServingTLS, make_serving_tls
+from vgpu_guard.apidouble._types import TypeInfo
+from vgpu_guard.apidouble.frontend import Frontend, Written
+from vgpu_guard.apidouble.identity import ADMIN, UserInfo
+from vgpu_guard.apidouble.store import Store
+from vgpu_guard.kube.errors import KubeError
+
+__all__ = ["DoubleServer", "RunningDouble", "build_app", "serve_double", "write_kubeconfig"]
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+SERVER_KEY: web.AppKey[DoubleServer] = web.AppKey("double_server")
+KUBE_VERSION = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.0+vgpu-guard-double",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2025-01-01T00:00:00Z",
+    "goVersion": "go1.24",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_JSON = "application/json"
+_PATCH_TYPES: dict[str, Literal["merge", "json"]] = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+}
+_REFUSED_PATCH = {
+    "application/strategic-merge-patch+json": "strategic merge patch is not implemented by the API double; "
+    "use application/merge-patch+json or application/json-patch+json",
+    "application/apply-patch+yaml": "server-side apply is not implemented by the API double; "
+    "use application/merge-patch+json or application/json-patch+json",
+}
+_MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
+
+
+@dataclass(slots=True)
+class DoubleServer:
+    """Server-side state: the frontend and who each bearer token is."""
+
+    frontend: Frontend
+    tokens: dict[str, UserInfo]
+    bookmark_interval: float = 1.0
+    max_watch_seconds: float = 1800.0
+    watches: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Connections seen, so shutdown can abort the ones a client left open (TLS keep-alive).
+    transports: weakref.WeakSet[asyncio.BaseTransport] = field(default_factory=weakref.WeakSet)
+
+    @property
+    def store(self) -> Store:
+        return self.frontend.store
+
+
+# -- responses ----------------------------------------------------------------------------------
+def _json_response(
+    body: Any, *, status: int = 200, warnings: list[str] | tuple[str, ...] = ()
+) -> web.Response:
+    resp = web.Response(text=json.dumps(body, separators=(",", ":")), status=status, content_type=_JSON)
+    for text in warnings:
+        resp.headers.add("Warning", _warning_header(text))
+    return resp
+
+
+def _warning_header(text: str) -> str:
+    """``299 - "text"`` (k8s.io/apiserver/pkg/endpoints/filters/warning.go), quotes escaped."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    return f'299 - "{escaped}"'
+
+
+def _status_response(status: Obj) -> web.Response:
+    return _json_response(status, status=int(status.get("code") or 500))
+
+
+def _error_response(error: KubeError) -> web.Response:
+    status = error.status or st.make_status(error.code or 500, error.reason, error.message)
+    return _status_response(status)
+
+
+# -- request parsing ----------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Target:
+    info: TypeInfo
+    version: str
+    namespace: str | None
+    name: str | None
+    subresource: str
+
+
+def _not_found_path(path: str) -> KubeError:
+    return st.raise_status(
+        st.make_status(404, "NotFound", f"the server could not find the requested resource ({path})")
+    )
+
+
+def _parse_target(store: Store, path: str) -> _Target:
+    segs = [s for s in path.split("/") if s]
+    if len(segs) >= 2 and segs[0] == "api":
+        group, version, rest = "", segs[1], segs[2:]
+    elif len(segs) >= 3 and segs[0] == "apis":
+        group, version, rest = segs[1], segs[2], segs[3:]
+    else:
+        raise _not_found_path(path)
+    namespace: str | None = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        info = store.resolve(group, version, rest[2])
+        if info is not None and info.namespaced:
+            namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        raise _not_found_path(path)
+    info = store.resolve(group, version, rest[0])
+    if info is None:
+        raise _not_found_path(path)
+    name = rest[1] if len(rest) >= 2 else None
+    sub = rest[2] if len(rest) == 3 else ""
+    if sub and sub not in info.subresources:
+        raise _not_found_path(path)
+    return _Target(info, version, namespace, name, sub)
+
+
+async def _body(request: web.Request) -> Any:
+    ctype = request.content_type
+    raw = await request.read()
+    if not raw:
+        return None
+    try:
+        if ctype in ("application/yaml", "application/x-yaml"):
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as e:
+        raise st.bad_request(f"the request body could not be decoded as {ctype or 'JSON'}: {e}") from e
+
+
+def _user(server: DoubleServer, request: web.Request) -> UserInfo:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, token = auth.partition(" ")
+    user = server.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+    if user is None:
+        raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
+    return user
+
+
+def _dry_run(request: web.Request) -> bool:
+    values = request.query.getall("dryRun", [])
+    for value in values:
+        if value != "All":
+            raise st.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    return bool(values)
+
+
+def _int_query(request: web.Request, key: str) -> int | None:
+    value = request.query.get(key)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError as e:
+        raise st.bad_request(f'{key}: Invalid value: "{value}": must be an integer') from e
+
+
+# -- discovery ----------------------------------------------------------------------------------
+def _resource_list(store: Store, group: str, version: str) -> Obj | None:
+    resources: list[Obj] = []
+    for info in store.types():
+        if info.group != group or version not in info.versions:
+            continue
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        entry: Obj = {
+            "name": info.plural,
+            "singularName": info.singular,
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": verbs,
+        }
+        if info.short_names:
+            entry["shortNames"] = list(info.short_names)
+        if info.categories:
+            entry["categories"] = list(info.categories)
+        resources.append(entry)
+        if "status" in info.subresources:
+            resources.append(
+                {"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
+                 "kind": info.kind, "verbs": ["get", "patch", "update"]}
+            )  # fmt: skip
+        if "binding" in info.subresources:
+            resources.append(
+                {"name": f"{info.plural}/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+                 "verbs": ["create"]}
+            )  # fmt: skip
+    if not resources:
+        return None
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+
+def _groups(store: Store) -> list[Obj]:
+    order: dict[str, list[str]] = {}
+    for info in store.types():
+        if info.group:
+            known = order.setdefault(info.group, [])
+            known.extend(v for v in info.versions if v not in known)
+    out: list[Obj] = []
+    for group in sorted(order):
+        versions: list[Obj] = [{"groupVersion": f"{group}/{v}", "version": v} for v in order[group]]
+        out.append({"name": group, "versions": versions, "preferredVersion": versions[0]})
+    return out
+
+
+async def _discovery(request: web.Request, server: DoubleServer) -> web.Response | None:
+    path = request.path.rstrip("/")
+    if path == "/version":
+        return _json_response(KUBE_VERSION)
+    if path in ("/healthz", "/livez", "/readyz"):
+        return web.Response(text="ok")
+    if path == "/api":
+        return _json_response(
+            {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}],
+            }
+        )
+    if path == "/apis":
+        return _json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": _groups(server.store)})
+    segs = [s for s in path.split("/") if s]
+    if segs == ["api", "v1"]:
+        return _json_response(_resource_list(server.store, "", "v1"))
+    if len(segs) == 2 and segs[0] == "apis":
+        group = next((g for g in _groups(server.store) if g["name"] == segs[1]), None)
+        if group is None:
+            raise _not_found_path(path)
+        return _json_response({"kind": "APIGroup", "apiVersion": "v1", **group})
+    if len(segs) == 3 and segs[0] == "apis":
+        listing = _resource_list(server.store, segs[1], segs[2])
+        if listing is None:
+            raise _not_found_path(path)
+        return _json_response(listing)
+    return None
+
+
+# -- the handler --------------------------------------------------------------------------------
+async def handle(request: web.Request) -> web.StreamResponse:
+    """Every request: discovery, or a resource verb; any failure becomes a Status body."""
+    server = request.app[SERVER_KEY]
+    if request.transport is not None:
+        server.transports.add(request.transport)
+    try:
+        if request.method == "GET":
+            found = await _discovery(request, server)
+            if found is not None:
+                return found
+        user = _user(server, request)
+        target = _parse_target(server.store, request.path)
+        return await _dispatch(request, server, user, target)
+    except KubeError as e:
+        return _error_response(e)
+    except web.HTTPException:
+        raise
+    except Exception as e:  # never let one bad request take the server down
+        log.exception("API double: unexpected error on %s %s", request.method, request.path_qs)
+        return _status_response(st.make_status(500, "InternalError", f"Internal error occurred: {e!r}"))
+
+
+async def _dispatch(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target
+) -> web.StreamResponse:
+    fe, method, res = server.frontend, request.method, t.info.resource(t.version)
+    ns = t.namespace
+    if t.info.namespaced and t.name is not None and ns is None:
+        raise _not_found_path(request.path)
+    if method == "GET":
+        if t.name is None:
+            if request.query.get("watch") in ("true", "1"):
+                return await _watch(request, server, user, t)
+            return _list_response(request, fe, user, t)
+        if t.subresource not in ("", "status"):
+            raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "get")
+        return _json_response(fe.get(res, t.name, namespace=ns, user=user))
+    dry_run = _dry_run(request)
+    if method == "POST":
+        body = await _body(request)
+        if t.subresource == "binding" and t.name is not None and ns is not None:
+            out = await fe.bind(ns, t.name, body, user=user, dry_run=dry_run)
+            return _json_response(out.object, status=201, warnings=out.warnings)
+        if t.name is not None:
+            raise st.method_not_supported(t.info.group, t.info.plural, "create on a named resource")
+        out = await fe.create(res, body, namespace=ns, user=user, dry_run=dry_run)
+        return _json_response(out.object, status=201, warnings=out.warnings)
+    if t.name is None:
+        if method == "DELETE":
+            return await _delete_collection(request, server, user, t, dry_run)
+        raise st.method_not_supported(t.info.group, t.info.plural, method.lower() + " on a collection")
+    if t.subresource not in ("", "status"):
+        raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", method.lower())
+    if method == "PUT":
+        body = await _body(request)
+        out = await fe.update(
+            res, body, name=t.name, namespace=ns, subresource=t.subresource, user=user, dry_run=dry_run
+        )
+        return _json_response(out.object, warnings=out.warnings)
+    if method == "PATCH":
+        ctype = request.content_type
+        if ctype in _REFUSED_PATCH:
+            raise st.unsupported_media_type(_REFUSED_PATCH[ctype])
+        if ctype not in _PATCH_TYPES:
+            raise st.unsupported_media_type(
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{', '.join(_PATCH_TYPES)}"
+            )
+        body = await _body(request)
+        kind = _PATCH_TYPES[ctype]
+        out = await fe.patch(
+            res,
+            t.name,
+            body,
+            namespace=ns,
+            patch_type=kind,
+            subresource=t.subresource,
+            user=user,
+            dry_run=dry_run,
+        )
+        return _json_response(out.object, warnings=out.warnings)
+    if method == "DELETE":
+        if t.subresource:
+            raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "delete")
+        grace, uid, rv = _delete_options(request, await _body(request))
+        out = await fe.delete(
+            res,
+            t.name,
+            namespace=ns,
+            grace_period_seconds=grace,
+            uid=uid,
+            resource_version=rv,
+            user=user,
+            dry_run=dry_run,
+        )
+        return _json_response(out.object, warnings=out.warnings)
+    raise st.method_not_supported(t.info.group, t.info.plural, method)
+
+
+def _delete_options(request: web.Request, body: Any) -> tuple[int | None, str | None, str | None]:
+    grace = _int_query(request, "gracePeriodSeconds")
+    uid = rv = None
+    if isinstance(body, Mapping):
+        if body.get("kind") not in (None, "DeleteOptions"):
+            raise st.bad_request(f"the body of a DELETE must be DeleteOptions, not {body.get('kind')}")
+        if body.get("gracePeriodSeconds") is not None:
+            grace = int(body["gracePeriodSeconds"])
+        pre = body.get("preconditions") or {}
+        uid, rv = pre.get("uid") or None, pre.get("resourceVersion") or None
+    elif body is not None:
+        raise st.bad_request("the body of a DELETE must be a DeleteOptions object")
+    return grace, uid, rv
+
+
+def _list_response(request: web.Request, fe: Frontend, user: UserInfo, t: _Target) -> web.Response:
+    page = fe.list(
+        t.info.resource(t.version),
+        user=user,
+        namespace=t.namespace,
+        label_selector=request.query.get("labelSelector"),
+        field_selector=request.query.get("fieldSelector"),
+        limit=_int_query(request, "limit"),
+        continue_token=request.query.get("continue") or None,
+    )
+    meta: Obj = {"resourceVersion": page.resource_version}
+    if page.continue_token:
+        meta["continue"] = page.continue_token
+    if page.remaining_item_count is not None:
+        meta["remainingItemCount"] = page.remaining_item_count
+    return _json_response(
+        {
+            "kind": t.info.list_kind,
+            "apiVersion": t.info.api_version(t.version),
+            "metadata": meta,
+            "items": page.items,
+        }
+    )
+
+
+async def _delete_collection(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.Response:
+    res = t.info.resource(t.version)
+    server.frontend.authorize(user, "deletecollection", res, namespace=t.namespace)
+    page = server.frontend.list(
+        res,
+        user=ADMIN,
+        namespace=t.namespace,
+        label_selector=request.query.get("labelSelector"),
+        field_selector=request.query.get("fieldSelector"),
+    )
+    grace, _, _ = _delete_options(request, await _body(request))
+    gone: list[Obj] = []
+    warnings: list[str] = []
+    for item in page.items:
+        meta = item["metadata"]
+        try:
+            out: Written = await server.frontend.delete(
+                res,
+                meta["name"],
+                namespace=meta.get("namespace"),
+                grace_period_seconds=grace,
+                user=ADMIN,
+                dry_run=dry_run,
+            )
+        except KubeError as e:
+            if e.code == 404:
+                continue  # deleted meanwhile
+            raise
+        gone.append(out.object)
+        warnings.extend(out.warnings)
+    body = {
+        "kind": t.info.list_kind,
+        "apiVersion": t.info.api_version(t.version),
+        "metadata": {},
+        "items": gone,
+    }
+    return _json_response(body, warnings=warnings)
+
+
+async def _watch(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target
+) -> web.StreamResponse:
+    """Stream events as newline-delimited JSON; an Expired start is one ERROR event, then the end."""
+    timeout = _int_query(request, "timeoutSeconds")
+    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
+    try:
+        w = server.frontend.watch(
+            t.info.resource(t.version),
+            resource_version=request.query.get("resourceVersion"),
+            user=user,
+            namespace=t.namespace,
+            label_selector=request.query.get("labelSelector"),
+            field_selector=request.query.get("fieldSelector"),
+        )
+    except KubeError as e:
+        if e.code != 410:
+            raise
+        await resp.prepare(request)
+        await resp.write(_line({"type": "ERROR", "object": e.status}))
+        await resp.write_eof()
+        return resp
+    await resp.prepare(request)
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    w.wakeup = wake.set
+    limit = min(float(timeout), server.max_watch_seconds) if timeout else server.max_watch_seconds
+    deadline = loop.time() + limit
+    task = asyncio.current_task()
+    if task is not None:
+        server.watches.add(task)
+    try:
+        while not w.closed:
+            for etype, obj in w.pop():
+                await resp.write(_line({"type": etype, "object": obj}))
+            wake.clear()
+            if w.events:
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=min(remaining, server.bookmark_interval))
+            except TimeoutError:
+                if bookmarks and loop.time() < deadline:
+                    await resp.write(_line({"type": "BOOKMARK", "object": w.bookmark()}))
+        await resp.write_eof()
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass  # the client went away or the server shuts down: the watch just ends
+    finally:
+        w.close()
+        if task is not None:
+            server.watches.discard(task)
+    return resp
+
+
+def _line(event: Obj) -> bytes:
+    return (json.dumps(event, separators=(",", ":")) + "\n").encode()
+
+
+# -- app, kubeconfig, lifecycle -----------------------------------------------------------------
+def build_app(server: DoubleServer) -> web.Application:
+    """The aiohttp application (one catch-all route: paths are parsed like the API server does)."""
+    app = web.Application(client_max_size=_MAX_BODY)
+    app[SERVER_KEY] = server
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def write_kubeconfig(
+    path: Path, *, url: str, ca_pem: bytes, users: Mapping[str, str], current: str | None = None
+) -> Path:
+    """A kubeconfig with one cluster and one context per ``users`` entry (name -> bearer token)."""
+    if not users:
+        raise ValueError("a kubeconfig needs at least one user")
+    current = current or next(iter(users))
+    if current not in users:
+        raise ValueError(f"current context {current!r} is not one of the users {sorted(users)}")
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "vgpu-guard-double",
+                "cluster": {"server": url, "certificate-authority-data": base64.b64encode(ca_pem).decode()},
+            }
+        ],
+        "users": [{"name": name, "user": {"token": token}} for name, token in users.items()],
+        "contexts": [
+            {"name": name, "context": {"cluster": "vgpu-guard-double", "user": name}} for name in users
+        ],
+        "current-context": current,
+        "preferences": {},
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass(slots=True)
+class RunningDouble:
+    """A served double: where it listens, how to reach it, and its state."""
+
+    url: str
+    kubeconfig: Path  # current context: the admin
+    store: Store
+    frontend: Frontend
+    server: DoubleServer
+    tls: ServingTLS
+    admin_token: str
+    directory: Path
+
+    def token_for(self, user: UserInfo) -> str:
+        """A bearer token for ``user`` (registered on first use)."""
+        for token, known in self.server.tokens.items():
+            if known == user:
+                return token
+        token = secrets.token_urlsafe(24)
+        self.server.tokens[token] = user
+        return token
+
+    def kubeconfig_for(self, user: UserInfo) -> Path:
+        """A kubeconfig file whose only context authenticates as ``user``."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user.username)
+        return write_kubeconfig(
+            self.directory / f"kubeconfig-{safe}",
+            url=self.url,
+            ca_pem=self.tls.ca_pem,
+            users={safe: self.token_for(user)},
+        )
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client context trusting the double's CA (for raw aiohttp requests in tests)."""
+        return ssl.create_default_context(cadata=self.tls.ca_pem.decode())
+
+
+@asynccontextmanager
+async def serve_double(
+    directory: Path | None = None,
+    *,
+    store: Store | None = None,
+    frontend: Frontend | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    users: Mapping[str, UserInfo] | None = None,
+    bookmark_interval: float = 1.0,
+    max_watch_seconds: float = 1800.0,
+) -> AsyncIterator[RunningDouble]:
+    """Serve a double over HTTPS until the block ends; writes ``directory/kubeconfig`` (admin).
+
+    ``users`` maps extra bearer tokens to identities; the admin token is generated. Pass a
+    ``frontend`` to switch on RBAC or admission (phase 2/3), else one is made for ``store``."""
+    if frontend is not None and store is not None and frontend.store is not store:
+        raise ValueError("frontend and store disagree: pass one or the other")
+    store = frontend.store if frontend is not None else (store or Store())
+    frontend = frontend or Frontend(store)
+    admin_token = secrets.token_urlsafe(24)
+    tokens = {admin_token: ADMIN, **dict(users or {})}
+    server = DoubleServer(
+        frontend, tokens, bookmark_interval=bookmark_interval, max_watch_seconds=max_watch_seconds
+    )
+    tls = make_serving_tls((host, "localhost") if host != "localhost" else ("localhost", "127.0.0.1"))
+    with contextlib.ExitStack() as stack:
+        if directory is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vgpu-guard-double-")))
+        directory.mkdir(parents=True, exist_ok=True)
+        cert = directory / "double-serving.crt"
+        key = directory / "double-serving.key"
+        cert.write_bytes(tls.cert_pem)
+        key.write_bytes(tls.key_pem)
+        key.chmod(0o600)
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        runner = web.AppRunner(build_app(server), handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=ctx)
+        await site.start()
+        try:
+            bound = int(runner.addresses[0][1])
+            url = f"https://{host}:{bound}"
+            kubeconfig = write_kubeconfig(
+                directory / "kubeconfig", url=url, ca_pem=tls.ca_pem, users={"admin": admin_token}
+            )
+            yield RunningDouble(url, kubeconfig, store, frontend, server, tls, admin_token, directory)
+        finally:
+            for task in list(server.watches):
+                task.cancel()
+            await runner.cleanup()
+            # A client that kept a TLS connection open would leave its socket to the garbage
+            # collector; abort what is left so nothing outlives the block.
+            for transport in list(server.transports):
+                if not transport.is_closing():
+                    transport.abort()  # type: ignore[attr-defined]
+            await asyncio.sleep(0)
