@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
@@ -274,6 +274,18 @@ class Allocator:
         self._ledgers[node] = ledger.without(pod_uid)
         self._apply(node, allocation, sign=-1)
         return allocation
+
+    def mark_committed(self, pod_uid: str) -> Allocation:
+        """Flag a pod's entry as committed to a binding (capacity unchanged); returns the new entry."""
+        node = self._where[pod_uid]
+        ledger = self._ledgers[node]
+        entry = replace(ledger.allocations[pod_uid], committed=True)
+        self._ledgers[node] = NodeLedger(
+            node=node,
+            allocations={**ledger.allocations, pod_uid: entry},
+            resource_version=ledger.resource_version,
+        )
+        return entry
 
     def ledger(self, node: str) -> NodeLedger:
         """The node's ledger including every commit and release so far."""
@@ -524,7 +536,10 @@ class Allocator:
     ) -> str | None:
         obj = self.view.queues.get(queue)
         if obj is None:
-            return f"queue {queue} does not exist; create it or name an existing queue" if explicit else None
+            # Volcano creates "default" at installation; without it there are no queues to respect.
+            if not explicit or queue == "default":
+                return None
+            return f"queue {queue} does not exist; create it or name an existing queue"
         status = obj.get("status")
         state = status.get("state") if isinstance(status, Mapping) else None
         if state not in (None, "", "Open"):
@@ -612,6 +627,8 @@ class Allocator:
             return GangOutcome(placements=tuple(placed), failures=tuple(failures), ok=True)
         released = []
         for placement in placed:
+            if placement.allocation.committed:
+                continue  # about to be bound by some replica: only the pod's end releases it
             self.release(placement.pod.uid)
             if placement.pod.uid in reserved:
                 released.append(placement.pod.uid)

@@ -23,11 +23,17 @@ from vgpu_guard.engine.annotations import (
     VGPU_NODE,
     VGPU_TIME,
 )
-from vgpu_guard.engine.ledger import Allocation, ContainerGrant
+from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.config import NvidiaConfig
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot
+from vgpu_guard.engine.mig import geometries_for
+from vgpu_guard.engine.mig_placement import group_layout
+from vgpu_guard.engine.pod_request import PodRequest
 
 __all__ = [
     "AssignmentError",
     "DecodedDevice",
+    "adopted_allocation",
     "allocation_annotations",
     "decode_assignment",
     "encode_assignment",
@@ -120,3 +126,53 @@ def allocation_annotations(
         BIND_TIME: str(now),
         ALLOCATION: f"{node}/{allocation.pod_uid}",
     }
+
+
+def adopted_allocation(
+    pod: PodRequest, raw: str, *, queue: str, node: NodeInfo | None, nvidia: NvidiaConfig
+) -> Allocation:
+    """The ledger entry of a pod bound with assignment ``raw`` before our ledger knew it.
+
+    Containers are matched in order to the pod's vGPU containers (the plugin's own rule). MIG
+    instances get their profile and slices from the card's geometry group when the card and the
+    group are known; otherwise the entry keeps group and position only. Raises
+    ``AssignmentError`` when the annotation does not parse or names more containers than the pod has.
+    """
+    decoded = decode_assignment(raw)
+    if len(decoded) > len(pod.containers):
+        raise AssignmentError(
+            f"assignment lists {len(decoded)} containers, the pod has {len(pod.containers)} vGPU containers"
+        )
+    types = {g.uuid: g.type for g in node.gpus} if node is not None else {}
+    factor = nvidia.gpu_memory_factor
+    containers = []
+    for request, devices in zip(pod.containers, decoded, strict=False):
+        grants = []
+        for d in devices:
+            mig = None
+            memory = d.memory * factor
+            if d.mig_group is not None and d.mig_position is not None:
+                mig = MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+                entry = geometries_for(types.get(d.uuid, ""), nvidia.known_mig_geometries)
+                group = (
+                    next((g for g in entry.allowed_geometries if g.group == d.mig_group), None)
+                    if entry
+                    else None
+                )
+                if group is not None and d.mig_position < sum(g.count for g in group.geometries):
+                    slot = group_layout(types[d.uuid], group)[d.mig_position]
+                    if slot is not None:
+                        mig = MigSlot(d.mig_group, slot.profile, d.mig_position, slot.start, slot.size)
+                        memory = slot.memory
+            grants.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
+        containers.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(grants)))
+    return Allocation(
+        pod_uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        queue=queue,
+        containers=tuple(containers),
+        group=pod.group,
+        adopted=True,
+        committed=True,
+    )

@@ -91,6 +91,10 @@ class Allocation:
     group: str = ""
     # True when taken over from a binding made before the entry existed (reconcile, never decided by us).
     adopted: bool = False
+    # True once a controller is about to bind the pod (written, with CAS, before every Binding). A
+    # committed entry is released only when the pod ends or turns up bound elsewhere, never
+    # re-decided: that is what makes a stale replica's release and a binding exclude each other.
+    committed: bool = False
 
     def grants(self) -> Iterator[DeviceGrant]:
         for container in self.containers:
@@ -338,6 +342,8 @@ def _encode_allocation(a: Allocation) -> dict[str, Any]:
         out["podGroup"] = a.group
     if a.adopted:
         out["adopted"] = True
+    if a.committed:
+        out["committed"] = True
     return out
 
 
@@ -423,6 +429,7 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
         reserved_at=int(raw.get("reservedAt") or 0),
         group=str(raw.get("podGroup") or ""),
         adopted=bool(raw.get("adopted", False)),
+        committed=bool(raw.get("committed", False)),
     )
 
 

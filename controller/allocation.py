@@ -1,0 +1,587 @@
+"""The allocation controller: one pass = read -> release/adopt -> decide -> CAS ledgers -> bind.
+
+Every pass starts from fresh reads, ledgers FIRST and pods second: an entry read at t1 belongs to
+a pod created before t1, so if the pod list (t2 > t1) lacks it the pod is really gone; and a pod
+bound by another replica after t1 had its entry written after t1, so our CAS on that ledger
+fails. Every ledger write carries the resourceVersion it was decided on; on 409 the pass stops
+and the next pass re-reads and decides again (``settle`` loops). A pod is bound only after a
+successful write that marks its entry ``committed``; committed entries are released only when
+the pod ends (deleted, Succeeded, Failed) or is found bound elsewhere. docs/design/ledger.md
+walks through every crash window.
+
+Per pass:
+1. release entries of ended pods, adopt bound pods that carry an assignment but have no entry,
+   report invariant violations found in the ledgers (Event, metric, audit line; never evict);
+2. place pending pods (ours: ``spec.schedulerName``) in priority/creation order, gangs as one
+   decision; reserve, and commit when the node has no pod in ``bind-phase=allocating``;
+3. write the changed ledgers (CAS), then bind committed entries, one per node, with the device
+   annotations on the Binding; Events and audit lines; ``PodScheduled=False`` with the reason for
+   pods that cannot be placed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
+from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
+from vgpu_guard.engine.assignment import AssignmentError, adopted_allocation, allocation_annotations
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import (
+    Allocation,
+    LedgerError,
+    NodeLedger,
+    check_invariants,
+    check_write,
+    decode_ledger,
+    encode_ledger,
+    gpu_usage,
+)
+from vgpu_guard.engine.pod_request import (
+    GROUP_ANNOTATIONS,
+    PodRequest,
+    PodRequestError,
+    pod_request,
+    whole_card_gpus,
+)
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
+from vgpu_guard.kube.resources import EVENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.logs import audit
+
+__all__ = ["AllocationController", "Clock", "PassResult"]
+
+log = logging.getLogger("vgpu_guard.controller.allocation")
+
+Obj = dict[str, Any]
+Clock = Callable[[], float]
+_COMPONENT = "vgpu-guard"
+_EVENT_MESSAGE_LIMIT = 1024
+
+
+@dataclass
+class PassResult:
+    """What one pass did; ``changed`` is False when the cluster was already settled."""
+
+    bound: list[str] = field(default_factory=list)
+    reserved: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    unschedulable: list[str] = field(default_factory=list)
+    conflicts: int = 0
+    errors: list[str] = field(default_factory=list)
+    pending: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.bound or self.reserved or self.released or self.adopted or self.conflicts)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    a = _meta(obj).get("annotations")
+    return a if isinstance(a, Mapping) else {}
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status")
+    return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
+
+
+def _node_name(pod: Mapping[str, Any]) -> str:
+    spec = pod.get("spec")
+    return str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    return _phase(pod) in ("Succeeded", "Failed")
+
+
+class AllocationController:
+    """The allocation loop's state across passes: metrics, what was already reported."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        config: GuardConfig,
+        *,
+        identity: str,
+        clock: Clock = time.time,
+        registry: CollectorRegistry = REGISTRY,
+        metrics: AllocationMetrics | None = None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.identity = identity
+        self.clock = clock
+        self.metrics = metrics or AllocationMetrics(registry)
+        self._reported_violations: dict[str, frozenset[str]] = {}
+        self._reported_pods: set[tuple[str, str]] = set()
+        self._bad_ledgers: set[str] = set()
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    async def _list(self, resource: Resource, *, optional: bool = False) -> list[Obj]:
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            try:
+                page = await self.client.list(resource, limit=500, continue_token=token)
+            except (NotFound, Unsupported):
+                if optional:  # Volcano's CRDs are not installed: no queues, no podgroups
+                    return []
+                raise
+            items.extend(page.items)
+            if not page.continue_token:
+                return items
+            token = page.continue_token
+
+    # --- writes --------------------------------------------------------------------------------
+
+    async def _write_ledger(self, old: NodeLedger, new: NodeLedger) -> None:
+        body = encode_ledger(new)
+        if old.resource_version is None:
+            if not new.allocations:
+                return
+            await self.client.create(LEDGERS, body)
+        else:
+            await self.client.replace(LEDGERS, body)
+
+    async def _event(
+        self, obj: Mapping[str, Any], *, reason: str, message: str, type_: str = "Normal"
+    ) -> None:
+        meta = _meta(obj)
+        kind = str(obj.get("kind") or "Pod")
+        namespace = str(meta.get("namespace") or "default")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        if len(message) > _EVENT_MESSAGE_LIMIT:
+            message = message[: _EVENT_MESSAGE_LIMIT - 15] + "... (truncated)"
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": str(obj.get("apiVersion") or "v1"),
+                "kind": kind,
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace") or "",
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": _COMPONENT},
+            "reportingComponent": _COMPONENT,
+            "reportingInstance": self.identity,
+        }
+        try:
+            await self.client.create(EVENTS, event, namespace=namespace)
+        except KubeError as e:
+            log.warning("cannot record event %s on %s/%s: %s", reason, namespace, meta.get("name"), e)
+
+    async def _unschedulable(self, pod: Obj, message: str, result: PassResult) -> None:
+        """PodScheduled=False/Unschedulable with the message, and an Event, when the message is new."""
+        meta = _meta(pod)
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        assert isinstance(status, Mapping)
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        result.unschedulable.append(f"{meta.get('namespace')}/{meta.get('name')}")
+        if current is not None and current.get("status") == "False" and current.get("message") == message:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        others = [dict(c) for c in conditions if c.get("type") != "PodScheduled"]
+        try:
+            await self.client.patch(
+                PODS,
+                str(meta.get("name")),
+                {"status": {"conditions": [*others, condition]}},
+                namespace=str(meta.get("namespace")),
+                subresource="status",
+            )
+        except NotFound:
+            return
+        except KubeError as e:
+            result.errors.append(f"pods/status {meta.get('namespace')}/{meta.get('name')}: {e}")
+            return
+        self.metrics.unschedulable.inc()
+        await self._event(pod, reason="FailedScheduling", message=message, type_="Warning")
+
+    # --- the pass ------------------------------------------------------------------------------
+
+    async def run_once(self) -> PassResult:
+        """One deterministic pass (see the module docstring); never raises for API errors."""
+        result = PassResult()
+        try:
+            await self._pass(result)
+        except Conflict as e:
+            self.metrics.conflicts.inc()
+            result.conflicts += 1
+            log.info("ledger write lost a race, re-deciding on the next pass: %s", e)
+        except KubeError as e:
+            result.errors.append(str(e))
+            log.warning("allocation pass failed, retrying: %s", e)
+        return result
+
+    async def settle(self, *, max_passes: int = 100) -> list[PassResult]:
+        """Run passes until one changes nothing (or ``max_passes``): what ``simulate`` calls."""
+        results = []
+        for _ in range(max_passes):
+            outcome = await self.run_once()
+            results.append(outcome)
+            if not outcome.changed and not outcome.errors:
+                break
+        return results
+
+    async def _pass(self, result: PassResult) -> None:
+        now = int(self.clock())
+        nvidia = self.config.nvidia
+        # Ledgers first, then pods: see the module docstring for why the order matters.
+        ledger_objs = await self._list(LEDGERS)
+        pods = await self._list(PODS)
+        node_objs = await self._list(NODES)
+        queues = await self._list(QUEUES, optional=True)
+        podgroups = await self._list(PODGROUPS, optional=True)
+
+        ledgers: dict[str, NodeLedger] = {}
+        bad: set[str] = set()
+        for obj in ledger_objs:
+            try:
+                ledger = decode_ledger(obj)
+            except LedgerError as e:
+                name = str(_meta(obj).get("name"))
+                bad.add(name)
+                if name not in self._bad_ledgers:
+                    log.error("GPULedger %s is malformed, its node is left alone: %s", name, e)
+                continue
+            ledgers[ledger.node] = ledger
+        self._bad_ledgers = bad
+        view = ClusterView.from_objects(
+            [o for o in node_objs if _meta(o).get("name") not in bad] + queues + podgroups, self.config
+        )
+        by_uid = {str(_meta(p).get("uid")): p for p in pods}
+
+        # 1. release and adopt ------------------------------------------------------------------
+        updated = dict(ledgers)
+        released: list[tuple[Allocation, str, str]] = []
+        held: set[str] = set()
+        for name, ledger in ledgers.items():
+            for uid, entry in ledger.allocations.items():
+                pod = by_uid.get(uid)
+                reason = None
+                if pod is None:
+                    reason = "deleted"
+                elif _terminal(pod):
+                    reason = _phase(pod).lower()
+                elif _node_name(pod) and _node_name(pod) != name:
+                    reason = "moved"
+                elif not _node_name(pod) and _meta(pod).get("deletionTimestamp"):
+                    reason = "deleted"
+                if reason is None:
+                    held.add(uid)
+                    continue
+                updated[name] = updated[name].without(uid)
+                released.append((entry, name, reason))
+        adopted: list[tuple[Allocation, str]] = []
+        for uid, pod in by_uid.items():
+            node = _node_name(pod)
+            raw = _annotations(pod).get(VGPU_IDS)
+            if uid in held or not node or not raw or _terminal(pod) or node in bad:
+                continue
+            try:
+                request = pod_request(pod, nvidia)
+                if request is None:
+                    continue
+                queue, _ = pod_queue(request, view)
+                entry = adopted_allocation(
+                    request, raw, queue=queue, node=view.nodes.get(node), nvidia=nvidia
+                )
+            except (PodRequestError, AssignmentError) as e:
+                result.errors.append(
+                    f"cannot adopt {_meta(pod).get('namespace')}/{_meta(pod).get('name')}: {e}"
+                )
+                continue
+            current = updated.get(node) or NodeLedger(node=node)
+            updated[node] = current.with_allocation(entry)
+            adopted.append((entry, node))
+        for name, new in updated.items():
+            old = ledgers.get(name) or NodeLedger(node=name)
+            if new.allocations != old.allocations:
+                await self._write_ledger(old, new)
+        for entry, name, reason in released:
+            self.metrics.releases.labels(reason).inc()
+            result.released.append(entry.key)
+            audit("release", pod=entry.key, uid=entry.pod_uid, node=name, reason=reason, by=self.identity)
+        for entry, name in adopted:
+            self.metrics.adoptions.inc()
+            result.adopted.append(entry.key)
+            audit("adoption", pod=entry.key, uid=entry.pod_uid, node=name, by=self.identity)
+        if released or adopted:
+            return  # the next pass starts from what we just wrote (fresh resourceVersions)
+
+        await self._report_violations(view, ledgers, node_objs)
+
+        # 2. decide -----------------------------------------------------------------------------
+        whole: dict[str, int] = {}
+        busy: set[str] = set()
+        timeout = self.config.scheduling.allocating_timeout_seconds
+        for pod in pods:
+            node = _node_name(pod)
+            if not node or _terminal(pod):
+                continue
+            whole[node] = whole.get(node, 0) + whole_card_gpus(pod)
+            notes = _annotations(pod)
+            if notes.get(BIND_PHASE) == "allocating" and notes.get(VGPU_NODE) == node:
+                started = int(notes.get(BIND_TIME, "0")) if notes.get(BIND_TIME, "0").isdigit() else 0
+                if now - started < timeout:
+                    busy.add(node)
+                else:
+                    await self._once(
+                        pod,
+                        "AllocationTimeout",
+                        (
+                            f"the device plugin has not confirmed the GPU assignment within {timeout}s "
+                            f"(bind-phase still allocating); node {node} is released for the next pod; check "
+                            "the volcano-vgpu-device-plugin logs on that node"
+                        ),
+                    )
+            elif notes.get(BIND_PHASE) == "failed":
+                await self._once(
+                    pod,
+                    "DeviceAllocationFailed",
+                    (
+                        f"the device plugin reported bind-phase=failed on node {node}; the pod keeps its GPU "
+                        "reservation until it ends; delete it so its controller recreates it"
+                    ),
+                )
+        allocator = Allocator(view, ledgers, config=self.config, whole_card=whole)
+        scheduler = self.config.scheduling.scheduler_name
+        pending: list[tuple[PodRequest, Obj]] = []
+        for pod in pods:
+            spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+            assert isinstance(spec, Mapping)
+            if spec.get("schedulerName") != scheduler or _node_name(pod) or _terminal(pod):
+                continue
+            if _meta(pod).get("deletionTimestamp"):
+                continue
+            try:
+                request = pod_request(pod, nvidia)
+            except PodRequestError as e:
+                await self._unschedulable(pod, f"cannot read the vGPU request: {e}", result)
+                continue
+            if request is None:
+                await self._unschedulable(
+                    pod,
+                    f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
+                    "or add a volcano.sh/vgpu-number limit",
+                    result,
+                )
+                continue
+            pending.append((request, pod))
+        result.pending = len(pending)
+        self.metrics.pending.set(len(pending))
+        objects = {req.uid: pod for req, pod in pending}
+        running: dict[tuple[str, str], int] = {}
+        for pod in pods:
+            group = next((g for k, g in _annotations(pod).items() if k in GROUP_ANNOTATIONS and g), "")
+            if group and _node_name(pod) and not _terminal(pod):
+                key = (str(_meta(pod).get("namespace") or "default"), group)
+                running[key] = running.get(key, 0) + 1
+        units = self._units(pending, view, running)
+        reserved_before = {req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None}
+        committed_nodes: set[str] = set()
+        for name in view.nodes:
+            for entry in allocator.ledger(name).allocations.values():
+                if entry.committed and entry.pod_uid in objects:
+                    committed_nodes.add(name)
+        to_commit: list[str] = []
+        for members, min_member, already in units:
+            if min_member <= 1 and len(members) == 1:
+                placed = allocator.place(members[0], now=now)
+                if isinstance(placed, Unplaceable):
+                    await self._unschedulable(objects[members[0].uid], placed.message, result)
+                    continue
+                allocator.commit(placed)
+                if members[0].uid not in reserved_before:
+                    result.reserved.append(members[0].key)
+                node = placed.node
+                if not placed.allocation.committed and node not in busy and node not in committed_nodes:
+                    to_commit.append(members[0].uid)
+                    committed_nodes.add(node)
+                continue
+            outcome = allocator.place_gang(members, min_member=min_member, running=already, now=now)
+            for uid in outcome.released:
+                meta = _meta(objects[uid])
+                result.released.append(f"{meta.get('namespace')}/{meta.get('name')}")
+                self.metrics.releases.labels("gang").inc()
+            if not outcome.ok:
+                for failure in outcome.failures:
+                    await self._unschedulable(objects[failure.pod.uid], failure.message, result)
+                continue
+            for failure in outcome.failures:
+                await self._unschedulable(objects[failure.pod.uid], failure.message, result)
+            fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
+            result.reserved.extend(p.pod.key for p in fresh)
+            if not fresh:
+                # Every member was already reserved when this pass read the ledgers: commit them all.
+                to_commit.extend(p.pod.uid for p in outcome.placements if not p.allocation.committed)
+        for uid in to_commit:
+            allocator.mark_committed(uid)
+
+        # 3. write, then bind -------------------------------------------------------------------
+        for name in sorted({*view.nodes, *ledgers}):
+            old = ledgers.get(name) or NodeLedger(node=name)
+            new = allocator.ledger(name)
+            if new.allocations == old.allocations:
+                continue
+            info = view.nodes.get(name)
+            if info is not None:
+                problems = check_write(old, new, info, memory_factor=nvidia.gpu_memory_factor)
+                if problems:
+                    # The allocator never decides this; refusing the write keeps the invariant anyway.
+                    log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
+                    result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
+                    return
+            await self._write_ledger(old, new)
+        for entry_node, entry in self._bindable(allocator, view, objects, busy):
+            pod = objects[entry.pod_uid]
+            notes = allocation_annotations(
+                entry, node=entry_node, now=now, memory_factor=nvidia.gpu_memory_factor
+            )
+            try:
+                await self.client.bind(
+                    entry.namespace, entry.name, node=entry_node, annotations=notes, uid=entry.pod_uid
+                )
+            except (Conflict, NotFound) as e:
+                # Bound by another replica already, or gone: the next pass sees which.
+                log.info("binding %s to %s did not happen: %s", entry.key, entry_node, e)
+                continue
+            busy.add(entry_node)
+            self.metrics.allocations.labels(entry_node).inc()
+            result.bound.append(entry.key)
+            devices = notes[VGPU_IDS]
+            audit(
+                "allocation",
+                pod=entry.key,
+                uid=entry.pod_uid,
+                node=entry_node,
+                devices=devices,
+                queue=entry.queue,
+                by=self.identity,
+            )
+            await self._event(
+                pod,
+                reason="Scheduled",
+                message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
+            )
+
+    def _bindable(
+        self,
+        allocator: Allocator,
+        view: ClusterView,
+        pending: Mapping[str, Obj],
+        busy: set[str],
+    ) -> list[tuple[str, Allocation]]:
+        """Committed entries of pending pods, at most one per node without an allocating pod."""
+        out = []
+        for name in sorted(view.nodes):
+            if name in busy:
+                continue
+            candidates = sorted(
+                (
+                    e
+                    for e in allocator.ledger(name).allocations.values()
+                    if e.committed and e.pod_uid in pending
+                ),
+                key=lambda e: (e.reserved_at, e.pod_uid),
+            )
+            if candidates:
+                out.append((name, candidates[0]))
+        return out
+
+    def _units(
+        self,
+        pending: Sequence[tuple[PodRequest, Obj]],
+        view: ClusterView,
+        running: Mapping[tuple[str, str], int],
+    ) -> list[tuple[list[PodRequest], int, int]]:
+        """Pending pods grouped into decisions: (members, minMember, members already running)."""
+        gangs: dict[tuple[str, str], list[PodRequest]] = {}
+        singles: list[tuple[list[PodRequest], int, int]] = []
+        for request, _ in pending:
+            key = (request.namespace, request.group)
+            if request.group and key in view.podgroups:
+                gangs.setdefault(key, []).append(request)
+            else:
+                singles.append(([request], 1, 0))
+        units = singles
+        for key, members in gangs.items():
+            spec = view.podgroups[key].get("spec")
+            raw = spec.get("minMember") if isinstance(spec, Mapping) else None
+            min_member = raw if isinstance(raw, int) and raw > 0 else 1
+            units.append((members, min_member, running.get(key, 0)))
+        return sorted(units, key=lambda u: min(m.order for m in u[0]))
+
+    async def _once(self, pod: Obj, reason: str, message: str) -> None:
+        key = (str(_meta(pod).get("uid")), reason)
+        if key in self._reported_pods:
+            return
+        self._reported_pods.add(key)
+        await self._event(pod, reason=reason, message=message, type_="Warning")
+        audit(reason, pod=f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}", by=self.identity)
+
+    async def _report_violations(
+        self, view: ClusterView, ledgers: Mapping[str, NodeLedger], node_objs: Sequence[Obj]
+    ) -> None:
+        """Gauges per GPU, and a loud report of any broken invariant (pre-existing overcommit)."""
+        factor = self.config.nvidia.gpu_memory_factor
+        nodes_by_name = {str(_meta(o).get("name")): o for o in node_objs}
+        for name, info in view.nodes.items():
+            ledger = ledgers.get(name) or NodeLedger(node=name)
+            usage = gpu_usage(ledger.allocations.values())
+            for gpu in info.gpus:
+                u = usage.get(gpu.uuid)
+                self.metrics.memory_total.labels(name, gpu.uuid).set(gpu.memory * factor)
+                self.metrics.memory_used.labels(name, gpu.uuid).set(u.memory if u else 0)
+                self.metrics.cores_used.labels(name, gpu.uuid).set(u.cores if u else 0)
+            violations = check_invariants(ledger, info, memory_factor=factor)
+            self.metrics.violations.labels(name).set(len(violations))
+            messages = frozenset(v.message for v in violations)
+            if messages and messages != self._reported_violations.get(name):
+                text = "; ".join(sorted(messages))
+                log.error("GPU ledger of node %s breaks its invariants: %s", name, text)
+                audit("overcommit", node=name, violations=sorted(messages), by=self.identity)
+                node_obj = nodes_by_name.get(name, {"kind": "Node", "metadata": {"name": name}})
+                await self._event(
+                    {**node_obj, "kind": "Node", "apiVersion": "v1"},
+                    reason="GPUOvercommitted",
+                    message=(
+                        f"{text}; these pods were bound before vgpu-guard reserved them; nothing is "
+                        "evicted: new pods are kept off these GPUs until enough of them end"
+                    ),
+                    type_="Warning",
+                )
+            self._reported_violations[name] = messages

@@ -1,0 +1,167 @@
+"""A cluster on the API double for allocation-controller tests: CRDs, nodes, pods, a fake plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry
+
+from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
+from vgpu_guard.apidouble.store import Store
+from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import LedgerViolation, NodeLedger, check_invariants, decode_ledger
+from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient
+from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, PODS
+
+__all__ = ["Cluster", "FakeClock", "config", "gpu_node", "vgpu_pod"]
+
+Obj = dict[str, Any]
+
+
+class FakeClock:
+    """Unix seconds that only move when a test says so."""
+
+    def __init__(self, now: float = 1_750_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _crd(path: str) -> Obj:
+    text = resources.files("vgpu_guard").joinpath(path).read_text()
+    loaded: Obj = yaml.safe_load(text)
+    return loaded
+
+
+class Cluster:
+    """One API double, any number of controller replicas on it, and a device plugin stand-in."""
+
+    def __init__(self, nodes: Iterable[Obj] = (), *, cfg: GuardConfig | None = None) -> None:
+        self.clock = FakeClock()
+        self.store = Store(seed=4, clock=lambda: datetime.fromtimestamp(self.clock(), UTC))
+        for path in (
+            "data/crds/gpuledgers.vgpu-guard.io.yaml",
+            "data/crds/volcano/scheduling.volcano.sh_queues.yaml",
+            "data/crds/volcano/scheduling.volcano.sh_podgroups.yaml",
+        ):
+            self.store.create(CRDS, _crd(path))
+        for node in nodes:
+            self.store.create(NODES, node)
+        self.config = cfg or config()
+
+    def replica(self, identity: str = "r1", faults: FaultPlan | None = None) -> AllocationController:
+        client = MemoryClusterClient(self.store, faults=faults)
+        return AllocationController(
+            client, self.config, identity=identity, clock=self.clock, registry=CollectorRegistry()
+        )
+
+    # --- objects ---------------------------------------------------------------------------------
+
+    def create_pod(self, pod: Obj) -> Obj:
+        pod = dict(pod)
+        pod["metadata"] = {k: v for k, v in pod["metadata"].items() if k not in ("uid", "creationTimestamp")}
+        return self.store.create(PODS, pod, namespace=pod["metadata"].get("namespace", "default"))
+
+    def pod(self, name: str, namespace: str = "default") -> Obj:
+        return self.store.get(PODS, name, namespace=namespace)
+
+    def pods(self) -> list[Obj]:
+        return self.store.list(PODS).items
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        self.store.delete(PODS, name, namespace=namespace, grace_period_seconds=0)
+
+    def finish_pod(self, name: str, phase: str = "Succeeded", namespace: str = "default") -> None:
+        self.store.patch(PODS, name, {"status": {"phase": phase}}, namespace=namespace, subresource="status")
+
+    def ledgers(self) -> dict[str, NodeLedger]:
+        return {led.node: led for led in (decode_ledger(o) for o in self.store.list(LEDGERS).items)}
+
+    def view(self) -> ClusterView:
+        return ClusterView.from_objects(self.store.list(NODES).items, self.config)
+
+    def violations(self) -> list[LedgerViolation]:
+        view = self.view()
+        out: list[LedgerViolation] = []
+        for name, ledger in self.ledgers().items():
+            info = view.nodes.get(name)
+            if info is not None:
+                out.extend(check_invariants(ledger, info, memory_factor=self.config.nvidia.gpu_memory_factor))
+        return out
+
+    def plugin(self) -> int:
+        """The device plugin's kubelet Allocate: every allocating pod succeeds. Returns how many."""
+        done = 0
+        for pod in self.pods():
+            notes: Mapping[str, str] = pod["metadata"].get("annotations") or {}
+            if notes.get("volcano.sh/bind-phase") == "allocating" and pod["spec"].get("nodeName"):
+                self.store.patch(
+                    PODS,
+                    pod["metadata"]["name"],
+                    {"metadata": {"annotations": {"volcano.sh/bind-phase": "success"}}},
+                    namespace=pod["metadata"]["namespace"],
+                )
+                done += 1
+        return done
+
+    async def converge(self, *replicas: AllocationController, rounds: int = 40) -> None:
+        """Settle every replica and let the plugin confirm, until nothing moves."""
+        for _ in range(rounds):
+            moved = False
+            for replica in replicas:
+                results = await replica.settle()
+                moved |= any(r.changed for r in results)
+            moved |= self.plugin() > 0
+            if not moved:
+                return
+        raise AssertionError("the cluster did not converge")
+
+    def bound(self) -> dict[str, str]:
+        return {
+            p["metadata"]["name"]: p["spec"]["nodeName"] for p in self.pods() if p["spec"].get("nodeName")
+        }
+
+    def condition(self, name: str) -> Mapping[str, Any] | None:
+        conditions = self.pod(name).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+
+    def events(self, reason: str) -> list[Obj]:
+        from vgpu_guard.kube.resources import EVENTS
+
+        return [e for e in self.store.list(EVENTS).items if e.get("reason") == reason]
+
+    def bound_with_assignment(
+        self, name: str, *, node: str, ids: str, memory: int, namespace: str = "default"
+    ) -> Obj:
+        """A pod some earlier scheduler bound (Volcano, or before installation): for adoption."""
+        pod = vgpu_pod(name, memory=memory, namespace=namespace)
+        pod["spec"]["schedulerName"] = "volcano"
+        created = self.create_pod(pod)
+        self.store.bind(
+            namespace,
+            name,
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {
+                    "name": name,
+                    "annotations": {
+                        "volcano.sh/vgpu-ids-new": ids,
+                        "volcano.sh/vgpu-node": node,
+                        "volcano.sh/bind-phase": "success",
+                    },
+                },
+                "target": {"kind": "Node", "name": node},
+            },
+        )
+        return created

@@ -1,0 +1,312 @@
+"""The allocation controller against the API double: seed 000, gangs, release, adoption, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tests.controller.allocation_testkit import Cluster, FakeClock, gpu_node, vgpu_pod
+from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.controller.leader import LeaderElector
+from vgpu_guard.controller.run import run_controller
+from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS
+
+SEED_000_MESSAGE = (
+    "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
+)
+
+
+def seed_000() -> Cluster:
+    """8 GPUs of 24 GiB; 7 fully held by pods bound before vgpu-guard (adopted on the first pass)."""
+    cluster = Cluster([gpu_node("gpu-0", 8)])
+    for i in range(7):
+        cluster.bound_with_assignment(
+            f"busy-{i}", node="gpu-0", ids=f"GPU-gpu-0-{i},NVIDIA,24576,0:", memory=24576
+        )
+    return cluster
+
+
+async def test_seed_000_two_bound_to_the_free_gpu_third_pending_with_the_reason() -> None:
+    cluster = seed_000()
+    controller = cluster.replica()
+    for i in range(3):
+        cluster.create_pod(vgpu_pod(f"web-{i}", memory=12288))
+    await cluster.converge(controller)
+    bound = {name: node for name, node in cluster.bound().items() if name.startswith("web")}
+    assert sorted(bound) == ["web-0", "web-1"]
+    for name in bound:
+        notes = cluster.pod(name)["metadata"]["annotations"]
+        assert notes["volcano.sh/vgpu-ids-new"] == "GPU-gpu-0-7,NVIDIA,12288,0:"
+        assert notes["volcano.sh/devices-to-allocate"] == "GPU-gpu-0-7,NVIDIA,12288,0:"
+        assert notes["volcano.sh/vgpu-node"] == "gpu-0"
+    condition = cluster.condition("web-2")
+    assert condition is not None
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "Unschedulable",
+        SEED_000_MESSAGE,
+    )
+    assert [e["message"] for e in cluster.events("FailedScheduling")] == [SEED_000_MESSAGE]
+    assert cluster.violations() == []
+    ledger = cluster.ledgers()["gpu-0"]
+    assert len(ledger.allocations) == 9
+    # Nothing changes on further passes: the message is not re-posted, no second event.
+    await cluster.converge(controller)
+    assert len(cluster.events("FailedScheduling")) == 1
+
+
+async def test_pending_pod_is_retried_when_the_ledger_frees_up() -> None:
+    cluster = seed_000()
+    controller = cluster.replica()
+    for i in range(3):
+        cluster.create_pod(vgpu_pod(f"web-{i}", memory=12288))
+    await cluster.converge(controller)
+    cluster.finish_pod("web-0")
+    await cluster.converge(controller)
+    assert "web-2" in cluster.bound()
+    assert cluster.violations() == []
+    assert cluster.events("Scheduled")
+
+
+async def test_at_most_one_pod_per_node_is_allocating() -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    controller = cluster.replica()
+    for i in range(2):
+        cluster.create_pod(vgpu_pod(f"p{i}", memory=1000))
+    await controller.settle()
+    assert len(cluster.bound()) == 1  # the second waits for the plugin to confirm the first
+    cluster.plugin()
+    await controller.settle()
+    assert len(cluster.bound()) == 2
+
+
+async def test_allocating_timeout_releases_the_node_and_says_so() -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("p0", memory=1000))
+    cluster.create_pod(vgpu_pod("p1", memory=1000))
+    await controller.settle()
+    assert len(cluster.bound()) == 1
+    cluster.clock.advance(cluster.config.scheduling.allocating_timeout_seconds + 1)
+    await controller.settle()
+    assert len(cluster.bound()) == 2
+    [event] = cluster.events("AllocationTimeout")
+    assert "has not confirmed the GPU assignment within 120s" in event["message"]
+
+
+async def test_gang_of_four_with_room_for_three_binds_none() -> None:
+    cluster = Cluster([gpu_node("a", 3)])
+    cluster.store.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {"minMember": 4},
+        },
+        namespace="default",
+    )
+    controller = cluster.replica()
+    for i in range(4):
+        cluster.create_pod(
+            vgpu_pod(f"w{i}", memory=24576, annotations={"scheduling.k8s.io/group-name": "job"})
+        )
+    await cluster.converge(controller)
+    assert cluster.bound() == {}
+    assert cluster.ledgers().get("a") is None or cluster.ledgers()["a"].allocations == {}
+    condition = cluster.condition("w0")
+    assert condition is not None
+    assert condition["message"].startswith(
+        "gang default/job: only 3 of 4 members can run (minMember 4); w3: "
+    )
+    # A fourth GPU appears: the whole gang goes.
+    cluster.store.delete(NODES, "a", grace_period_seconds=0)
+    cluster.store.create(NODES, gpu_node("a", 4))
+    await cluster.converge(controller)
+    assert sorted(cluster.bound()) == ["w0", "w1", "w2", "w3"]
+    assert cluster.violations() == []
+
+
+async def test_priority_decides_who_gets_the_last_gpu() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("low", memory=20000, priority=1))
+    cluster.create_pod(vgpu_pod("high", memory=20000, priority=1000))
+    await cluster.converge(controller)
+    assert list(cluster.bound()) == ["high"]
+
+
+async def test_deleted_and_finished_pods_are_released() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("one", memory=24576))
+    await cluster.converge(controller)
+    cluster.create_pod(vgpu_pod("two", memory=24576))
+    await cluster.converge(controller)
+    assert list(cluster.bound()) == ["one"]
+    cluster.delete_pod("one")
+    await cluster.converge(controller)
+    assert list(cluster.bound()) == ["two"]
+    cluster.finish_pod("two", "Failed")
+    await cluster.converge(controller)
+    assert cluster.ledgers()["a"].allocations == {}
+
+
+async def test_pre_existing_overcommit_is_reported_loudly_and_not_evicted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    for i in range(3):
+        cluster.bound_with_assignment(f"old-{i}", node="a", ids="GPU-a-0,NVIDIA,12288,0:", memory=12288)
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("new", memory=1000, annotations={"volcano.sh/vgpu-use-gpuuuid": "GPU-a-0"}))
+    with caplog.at_level(logging.INFO, logger="vgpu_guard.audit"):
+        await cluster.converge(controller)
+    assert len(cluster.pods()) == 4  # nobody evicted
+    [event] = cluster.events("GPUOvercommitted")
+    assert event["involvedObject"]["kind"] == "Node"
+    assert "GPU GPU-a-0 on node a: 36864 MiB reserved > 24576 MiB capacity" in event["message"]
+    assert "new" not in cluster.bound()
+    audits = [json.loads(json.dumps(r.__dict__["audit"])) for r in caplog.records if hasattr(r, "audit")]
+    assert {a["event"] for a in audits} >= {"adoption", "overcommit"}
+    assert controller.metrics.violations.labels("a")._value.get() == 1
+
+
+async def test_crash_between_ledger_write_and_binding_resumes_the_reservation() -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    faults = FaultPlan()
+    faults.add(verb="bind", error=unavailable_error())
+    crashing = cluster.replica("r1", faults)
+    cluster.create_pod(vgpu_pod("p", memory=1000))
+    first = await crashing.run_once()
+    assert first.errors and cluster.bound() == {}
+    [entry] = cluster.ledgers()["a"].allocations.values()
+    assert entry.committed
+    restarted = cluster.replica("r1-restarted")
+    await cluster.converge(restarted)
+    assert cluster.bound() == {"p": "a"}
+    assert list(cluster.ledgers()["a"].allocations) == [entry.pod_uid]
+
+
+async def test_binding_applied_but_answer_lost_converges_to_one_entry() -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    faults = FaultPlan()
+    faults.add(verb="bind", when="after", error=unavailable_error())
+    replica = cluster.replica("r1", faults)
+    cluster.create_pod(vgpu_pod("p", memory=1000))
+    await cluster.converge(replica)
+    assert cluster.bound() == {"p": "a"}
+    assert len(cluster.ledgers()["a"].allocations) == 1
+
+
+async def test_a_lost_cas_race_is_counted_and_redecided() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    faults = FaultPlan()
+    faults.add(verb="create", resource=LEDGERS, error=conflict_error("a"))
+    replica = cluster.replica("r1", faults)
+    cluster.create_pod(vgpu_pod("p", memory=1000))
+    results = await replica.settle()
+    assert results[0].conflicts == 1
+    assert replica.metrics.conflicts._value.get() == 1
+    cluster.plugin()
+    assert cluster.bound() == {"p": "a"}
+
+
+async def test_two_replicas_racing_never_overcommit() -> None:
+    cluster = Cluster([gpu_node("a", 2), gpu_node("b", 1)])
+    r1, r2 = cluster.replica("r1"), cluster.replica("r2")
+    for i in range(8):
+        cluster.create_pod(vgpu_pod(f"p{i}", memory=10000))
+    for _ in range(12):
+        await asyncio.gather(r1.run_once(), r2.run_once())
+        assert cluster.violations() == []
+        cluster.plugin()
+    await cluster.converge(r1, r2)
+    assert len(cluster.bound()) == 6
+    assert cluster.violations() == []
+    entries = [uid for led in cluster.ledgers().values() for uid in led.allocations]
+    assert len(entries) == len(set(entries)) == 6
+
+
+async def test_leader_election_takes_over_after_expiry() -> None:
+    cluster = Cluster()
+    clock = FakeClock()
+    a = LeaderElector(
+        MemoryClusterClient(cluster.store), name="l", namespace="default", identity="a", clock=clock
+    )
+    b = LeaderElector(
+        MemoryClusterClient(cluster.store), name="l", namespace="default", identity="b", clock=clock
+    )
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    clock.advance(10)
+    assert await a.try_acquire_or_renew()
+    clock.advance(14)
+    assert not await b.try_acquire_or_renew()
+    clock.advance(2)
+    assert await b.try_acquire_or_renew()
+    assert not await a.try_acquire_or_renew()
+    await b.release()
+    assert await a.try_acquire_or_renew()
+
+
+async def test_run_controller_binds_a_new_pod() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    client = MemoryClusterClient(cluster.store, bookmark_interval=0.05)
+    task = asyncio.create_task(
+        run_controller(
+            client,
+            cluster.config,
+            identity="main",
+            registry=CollectorRegistry(),
+            lease_namespace="default",
+            retry_seconds=0.05,
+        )
+    )
+    try:
+        await asyncio.sleep(0.05)
+        cluster.create_pod(vgpu_pod("p", memory=1000))
+        for _ in range(100):
+            if cluster.bound():
+                break
+            await asyncio.sleep(0.02)
+        assert cluster.bound() == {"p": "a"}
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_replicas_with_different_pod_lists_cannot_both_bind() -> None:
+    """r1 sees only z, a lagging r2 also sees x (older by name): both decide the one free GPU.
+
+    Without the resourceVersion precondition both writes land and both pods run on one GPU
+    (this test fails that way); with it, one replica's write is refused and it re-decides.
+    """
+    for lag in range(5):
+        for turns in range(5):
+            cluster = Cluster([gpu_node("a", 2)])
+            cluster.create_pod(vgpu_pod("w", memory=16384))
+            await cluster.converge(cluster.replica("r0"))
+            cluster.create_pod(vgpu_pod("z", memory=16384))
+            r1, r2 = cluster.replica("r1"), cluster.replica("r2")
+
+            async def late(turns: int = turns, lag: int = lag, r2: AllocationController = r2) -> None:
+                for _ in range(lag):
+                    await asyncio.sleep(0)
+                await r2.run_once()
+
+            async def create_x(turns: int = turns, cluster: Cluster = cluster) -> None:
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                cluster.create_pod(vgpu_pod("x", memory=16384))
+
+            await asyncio.gather(r1.run_once(), late(), create_x())
+            await cluster.converge(cluster.replica("r3"))
+            assert cluster.violations() == [], (lag, turns)
+            assert len(cluster.bound()) == 2, (lag, turns)
