@@ -170,7 +170,9 @@ class Frontend:
         user: UserInfo = ADMIN,
         dry_run: bool = False,
     ) -> Written:
-        self.store.type_of(resource)
+        info = self.store.type_of(resource)
+        if info.namespaced and not namespace and isinstance(body, dict):
+            namespace = (body.get("metadata") or {}).get("namespace")  # as kubectl takes it from the object
         self.authorize(user, "create", resource, namespace=namespace)
         return await self._write(
             lambda: self.store.prepare_create(resource, body, namespace=namespace, dry_run=dry_run), user

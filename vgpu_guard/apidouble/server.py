@@ -38,8 +38,10 @@ from aiohttp import web
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble._types import TypeInfo
+from vgpu_guard.apidouble.admission import AdmissionChain
 from vgpu_guard.apidouble.frontend import Frontend, Written
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
+from vgpu_guard.apidouble.rbac import RBACAuthorizer
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.errors import KubeError
 
@@ -603,17 +605,25 @@ async def serve_double(
     host: str = "127.0.0.1",
     port: int = 0,
     users: Mapping[str, UserInfo] | None = None,
+    rbac: bool = False,
+    services: Mapping[tuple[str, str, int], str] | None = None,
     bookmark_interval: float = 1.0,
     max_watch_seconds: float = 1800.0,
 ) -> AsyncIterator[RunningDouble]:
     """Serve a double over HTTPS until the block ends; writes ``directory/kubeconfig`` (admin).
 
-    ``users`` maps extra bearer tokens to identities; the admin token is generated. Pass a
-    ``frontend`` to switch on RBAC or admission (phase 2/3), else one is made for ``store``."""
+    ``users`` maps extra bearer tokens to identities (the admin token is generated; more with
+    ``RunningDouble.token_for``). ``rbac`` switches authorization on. Webhook configurations
+    stored in the double are called; ``services`` maps a ``clientConfig.service``
+    ``(namespace, name, port)`` to the loopback ``host:port`` it listens on. A ``frontend``
+    passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``)."""
     if frontend is not None and store is not None and frontend.store is not store:
         raise ValueError("frontend and store disagree: pass one or the other")
     store = frontend.store if frontend is not None else (store or Store())
-    frontend = frontend or Frontend(store)
+    chain: AdmissionChain | None = None
+    if frontend is None:
+        chain = AdmissionChain(store, services=dict(services or {}))
+        frontend = Frontend(store, authorizer=RBACAuthorizer(store) if rbac else None, admission=chain)
     admin_token = secrets.token_urlsafe(24)
     tokens = {admin_token: ADMIN, **dict(users or {})}
     server = DoubleServer(
@@ -651,4 +661,6 @@ async def serve_double(
             for transport in list(server.transports):
                 if not transport.is_closing():
                     transport.abort()  # type: ignore[attr-defined]
+            if chain is not None:
+                await chain.close()
             await asyncio.sleep(0)

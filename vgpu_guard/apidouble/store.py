@@ -51,6 +51,7 @@ from vgpu_guard.apidouble._pods import (
 from vgpu_guard.apidouble._selectors import FieldSelector, LabelSelector, SelectorError
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo, crd_problems, type_from_crd
+from vgpu_guard.apidouble._webhooks import default_and_validate
 from vgpu_guard.kube.client import ObjectList
 from vgpu_guard.kube.resources import Resource
 
@@ -832,6 +833,8 @@ class Store:
                     causes += validate_pod_update(pending.old, obj)
             except QuantityError as e:
                 raise st.bad_request(str(e)) from e
+        if info.group == "admissionregistration.k8s.io":
+            causes += default_and_validate(obj, mutating=info.plural.startswith("mutating"))
         if info.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             causes += crd_problems(obj)
             spec = obj.get("spec") or {}
