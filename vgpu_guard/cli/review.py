@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from vgpu_guard.cli.admission_entries import admission_entry
 from vgpu_guard.cli.documents import Document, InputError, read_documents
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
@@ -86,24 +86,6 @@ def review_documents(
     return results
 
 
-def _entry(document: Document, result: ReviewResult) -> dict[str, Any]:
-    obj = result.object
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(metadata, Mapping)
-    return {
-        "source": document.source,
-        "kind": obj.get("kind"),
-        "namespace": metadata.get("namespace") or ("" if obj.get("kind") == "Queue" else "default"),
-        "name": metadata.get("name") or metadata.get("generateName") or "",
-        "allowed": result.decision.allowed,
-        "code": result.decision.code,
-        "message": result.decision.message,
-        "warnings": list(result.warnings),
-        "patch": list(result.patch),
-        "object": obj,
-    }
-
-
 def _text(entries: list[dict[str, Any]], source: str) -> str:
     lines = [f"Reviewed {len(entries)} object(s) against {source}.", ""]
     for e in entries:
@@ -130,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
-    entries = [_entry(d, r) for d, r in review_documents(documents, view, config, username=args.username)]
+    entries = [
+        admission_entry(d.source, r)
+        for d, r in review_documents(documents, view, config, username=args.username)
+    ]
     if args.output == "json":
         sys.stdout.write(json.dumps({"cluster": view.source, "results": entries}, indent=2) + "\n")
     elif args.output == "yaml":

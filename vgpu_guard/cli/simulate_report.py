@@ -1,0 +1,300 @@
+"""Rendering a ``SimulationResult``: the JSON document and the text report.
+
+Kept apart from the simulation so the core never prints and both renderings read one result. The
+JSON shape is pinned by docs/simulate.schema.json; its ``admission`` entries are ``review``'s
+(``admission_entry``) plus who sent the request and what came of it. The text report is for
+people: a few aligned tables, the long reasons on their own indented lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from itertools import groupby
+from typing import Any
+
+from vgpu_guard.cli.admission_entries import admission_entry
+from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, SimulationResult
+from vgpu_guard.engine.rules.queues_validate import QueueTree, format_amount
+
+__all__ = ["to_json", "to_text"]
+
+
+def _percent(part: Fraction | int, whole: Fraction | int) -> int | None:
+    # Floor, as the webhook's own messages do: 90% is never shown for 89.99 %.
+    return int(Fraction(part) * 100 / Fraction(whole)) if whole else None
+
+
+def _admission(entry: Admitted) -> dict[str, Any]:
+    return {
+        **admission_entry(entry.source, entry.result),
+        "username": entry.username,
+        "api_error": entry.api_error,
+        "pods": list(entry.pods),
+        "note": entry.note,
+    }
+
+
+def _device(device: DeviceOutcome) -> dict[str, Any]:
+    return {
+        "uuid": device.uuid,
+        "memory": device.memory,
+        "cores": device.cores,
+        "mig_profile": device.mig_profile,
+    }
+
+
+def _pod(pod: PodOutcome) -> dict[str, Any]:
+    return {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "phase": pod.phase,
+        "node": pod.node,
+        "devices": [_device(d) for d in pod.devices],
+        "reason": pod.reason,
+        "scheduler": pod.scheduler,
+        "priority": pod.priority,
+        "existing": pod.existing,
+        "source": pod.source,
+    }
+
+
+def _queues(result: SimulationResult) -> list[dict[str, Any]]:
+    tree = QueueTree.from_queues(result.view.queues.values())
+    out = []
+    for name in sorted(result.view.queues):
+        guarantee = tree.guarantees.get(name, {})
+        out.append(
+            {
+                "name": name,
+                "parent": tree.parents.get(name) or None,
+                "guarantee": {r: format_amount(r, v) for r, v in sorted(guarantee.items())},
+                "findings": [v.render() for v in result.queues.findings.get(name, ())],
+            }
+        )
+    return out
+
+
+def _totals(result: SimulationResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "resource": resource,
+            "guaranteed": format_amount(resource, use.guaranteed),
+            "capacity": format_amount(resource, use.capacity.amount),
+            "nodes": use.capacity.nodes,
+            "percent": _percent(use.guaranteed, use.capacity.amount),
+            "exceeded": use.exceeded,
+        }
+        for resource, use in sorted(result.queues.resources.items())
+    ]
+
+
+def to_json(result: SimulationResult) -> dict[str, Any]:
+    """The ``-o json`` document (docs/simulate.schema.json)."""
+    return {
+        "scenario": result.scenario,
+        "scheduling": {"scheduler": result.scheduler, "routing": result.routing, "passes": result.passes},
+        "admission": [_admission(a) for a in result.admission],
+        "pods": [_pod(p) for p in result.pods],
+        "gpus": [
+            {
+                "node": g.node,
+                "uuid": g.uuid,
+                "model": g.model,
+                "mode": g.mode,
+                "memory_total": g.memory_total,
+                "memory_used": g.memory_used,
+                "cores_used": g.cores_used,
+                "pods": list(g.pods),
+            }
+            for g in result.gpus
+        ],
+        "queues": _queues(result),
+        "queue_totals": _totals(result),
+        "violations": list(result.violations),
+    }
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell; the last column is not padded (no trailing blanks)."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [str(c).ljust(w) for c, w in zip(cells, widths, strict=False)] + [str(cells[-1])]
+        return (indent + "  ".join(padded)).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def _ref(entry: dict[str, Any]) -> str:
+    return f"{entry['namespace']}/{entry['name']}" if entry["namespace"] else str(entry["name"])
+
+
+def _who(username: str) -> str:
+    return username.rsplit(":", 1)[-1]
+
+
+def _admission_text(result: SimulationResult) -> list[str]:
+    entries = [(a, _admission(a)) for a in result.admission]
+    denied = sum(1 for _, e in entries if not e["allowed"])
+    lines = [f"ADMISSION ({len(entries)} requests, {denied} denied)"]
+    rows: list[tuple[list[str], list[str]]] = []  # (cells, detail lines under the row)
+    for workload, group in groupby(entries, key=lambda pair: pair[0].workload):
+        members = list(group)
+        if workload and len({(e["allowed"], tuple(e["warnings"]), a.api_error) for a, e in members}) == 1:
+            first, entry = members[0]
+            verdict = "allowed" if entry["allowed"] else "DENIED"
+            cells = [
+                f"  {verdict}",
+                "Pod",
+                f"{len(members)} pods of {workload}",
+                f"by {_who(first.username)}",
+            ]
+            details = [f"warning: {w}" for w in entry["warnings"]]
+            if first.api_error:
+                details.append(f"API server: {first.api_error}")
+            rows.append((cells, details))
+            continue
+        for admitted, entry in members:
+            verdict = "allowed" if entry["allowed"] else "DENIED"
+            where = f"by {_who(admitted.username)}" if admitted.workload else entry["source"]
+            cells = [("  " if admitted.workload else "") + verdict, str(entry["kind"]), _ref(entry), where]
+            details = list(entry["message"].splitlines())
+            details += [f"warning: {w}" for w in entry["warnings"]]
+            if admitted.api_error:
+                details.append(f"API server: {admitted.api_error}")
+            if admitted.pods:
+                details.append(f"creates {len(admitted.pods)} pods")
+            if admitted.note:
+                details.append(admitted.note)
+            rows.append((cells, details))
+    table = _table(["RESULT", "KIND", "OBJECT", "FROM"], [cells for cells, _ in rows])
+    lines.append(table[0])
+    for row_line, (_, details) in zip(table[1:], rows, strict=True):
+        lines.append(row_line)
+        lines.extend(f"        {d}" for d in details)
+    return lines
+
+
+def _devices(pod: PodOutcome) -> str:
+    parts = []
+    for d in pod.devices:
+        if d.mig_profile:
+            parts.append(f"{d.uuid} MIG {d.mig_profile} ({d.memory} MiB)")
+        else:
+            parts.append(f"{d.uuid} {d.memory} MiB" + (f" {d.cores}% cores" if d.cores else ""))
+    return ", ".join(parts) or "-"
+
+
+def _pods_text(result: SimulationResult) -> list[str]:
+    counts = {
+        phase: sum(1 for p in result.pods if p.phase == phase) for phase in ("Bound", "Pending", "Rejected")
+    }
+    lines = [f"PODS ({len(result.pods)}: " + ", ".join(f"{n} {phase}" for phase, n in counts.items()) + ")"]
+    if not result.pods:
+        return [*lines, "  (no pods)"]
+    rows = [
+        [
+            p.key + (" (running before)" if p.existing else ""),
+            p.phase,
+            str(p.priority),
+            p.scheduler,
+            p.node or "-",
+            _devices(p),
+        ]
+        for p in result.pods
+    ]
+    table = _table(["POD", "PHASE", "PRIO", "SCHEDULER", "NODE", "DEVICES"], rows)
+    lines.append(table[0])
+    previous = None
+    for row_line, pod in zip(table[1:], result.pods, strict=True):
+        lines.append(row_line)
+        if pod.reason:
+            lines.append("      " + (pod.reason if pod.reason != previous else "(same reason as above)"))
+        previous = pod.reason
+    return lines
+
+
+def _gpus_text(result: SimulationResult) -> list[str]:
+    lines = ["GPU LEDGER (memory in MiB, cores in % of the card)"]
+    if not result.gpus:
+        return [*lines, "  (no node registers GPUs)"]
+    rows = [
+        [
+            g.node,
+            g.uuid,
+            g.model.removeprefix("NVIDIA-"),
+            g.mode,
+            f"{g.memory_used:>6} / {g.memory_total:<6}",
+            f"{g.cores_used:>3}",
+            ", ".join(g.pods) or "-",
+        ]
+        for g in result.gpus
+    ]
+    lines += _table(["NODE", "GPU", "MODEL", "MODE", "MEMORY USED", "CORES", "PODS"], rows)
+    if result.violations:
+        lines.append("  OVER CAPACITY:")
+        lines += [f"    {v}" for v in result.violations]
+    else:
+        lines.append("  No GPU holds more than its memory, cores or slices.")
+    return lines
+
+
+def _queues_text(result: SimulationResult) -> list[str]:
+    queues = _queues(result)
+    lines = ["QUEUES"]
+    if not queues:
+        return [*lines, "  (no queues)"]
+    rows = [
+        [q["name"], q["parent"] or "-", ", ".join(f"{r} {v}" for r, v in q["guarantee"].items()) or "-"]
+        for q in queues
+    ]
+    lines += _table(["QUEUE", "PARENT", "GUARANTEE"], rows)
+    lines += [f"      {q['name']}: {f}" for q in queues for f in q["findings"]]
+    totals = _totals(result)
+    if totals:
+        lines += ["", "QUEUE GUARANTEES AGAINST CAPACITY"]
+        rows = [
+            [
+                t["resource"],
+                t["guaranteed"],
+                f"{t['capacity']} ({t['nodes']} nodes)",
+                "-" if t["percent"] is None else f"{t['percent']}%",
+                "EXCEEDED" if t["exceeded"] else "ok",
+            ]
+            for t in totals
+        ]
+        lines += _table(["RESOURCE", "GUARANTEED", "CAPACITY", "USE", "STATE"], rows)
+    return lines
+
+
+def to_text(result: SimulationResult) -> str:
+    """The human report: header, admission, pods, GPU ledger, queues, one summary line."""
+    bound = sum(1 for p in result.pods if p.phase == "Bound")
+    pending = sum(1 for p in result.pods if p.phase == "Pending")
+    rejected = sum(1 for p in result.pods if p.phase == "Rejected")
+    denied = sum(1 for a in result.admission if not a.result.decision.allowed)
+    sections = [
+        [
+            f"vgpu-guard simulate: {result.scenario}",
+            f"Scheduling: {result.routing}; the controller settled in {result.passes} passes.",
+            "Pods of other schedulers are listed, not placed.",
+        ],
+        _admission_text(result),
+        _pods_text(result),
+        _gpus_text(result),
+        _queues_text(result),
+        [
+            f"Summary: {bound} pods bound, {pending} pending, {rejected} rejected; "
+            f"{denied} of {len(result.admission)} admission requests denied; "
+            + (
+                f"{len(result.violations)} GPU invariant(s) broken."
+                if result.violations
+                else "no GPU overcommitted."
+            )
+        ],
+    ]
+    return "\n\n".join("\n".join(s) for s in sections) + "\n"

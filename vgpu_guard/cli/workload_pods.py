@@ -1,0 +1,217 @@
+"""Workloads to pods, as their controllers would create them, for ``simulate``.
+
+The webhook never sees a Deployment turn into pods: the API server admits the Deployment, then the
+ReplicaSet controller creates pods, each of which is admitted again (and that is where our mutation
+happens: MIG rounding, routing). ``simulate`` reproduces that second step here, deterministically:
+
+- Deployment -> pods ``<name>-<pod-template-hash>-<5 chars>`` (the intermediate ReplicaSet is not
+  simulated); ReplicaSet -> ``<name>-<5 chars>``; StatefulSet -> ``<name>-<ordinal>``;
+  batch Job -> ``min(parallelism, completions)`` pods ``<name>-<5 chars>``;
+- Volcano Job -> a PodGroup ``<job>`` (minMember = minAvailable, queue, priorityClassName) and pods
+  ``<job>-<task>-<index>`` annotated with ``scheduling.k8s.io/group-name`` (what the allocator and
+  Volcano read to find the gang), with the job's ``schedulerName`` and ``priorityClassName``;
+- DaemonSet and CronJob are admitted but make no pods: a DaemonSet's pods are placed by its own
+  controller on every node, and a CronJob makes nothing until its schedule fires.
+
+The random parts of real names come from a hash of the workload and the index instead, so the same
+scenario always yields the same pod names.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
+
+__all__ = ["CONTROLLER_USERS", "Expansion", "expand_workload"]
+
+Obj = dict[str, Any]
+
+# The API server's name alphabet for generated suffixes (no vowels, no confusable characters).
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+# Who creates the pods, as the webhook sees it in the AdmissionRequest's userInfo.
+CONTROLLER_USERS: dict[tuple[str, str], str] = {
+    ("apps", "Deployment"): "system:serviceaccount:kube-system:replicaset-controller",
+    ("apps", "ReplicaSet"): "system:serviceaccount:kube-system:replicaset-controller",
+    ("apps", "StatefulSet"): "system:serviceaccount:kube-system:statefulset-controller",
+    ("batch", "Job"): "system:serviceaccount:kube-system:job-controller",
+    ("batch.volcano.sh", "Job"): "system:serviceaccount:volcano-system:volcano-controllers",
+}
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What a workload's controllers create: pods (in creation order) and, for gangs, a PodGroup."""
+
+    pods: tuple[Obj, ...]
+    podgroup: Obj | None
+    # Pods are created by this user (the controller's service account).
+    username: str
+    # Why no pods were made (DaemonSet, CronJob), or "".
+    note: str = ""
+
+
+def _suffix(seed: str, length: int) -> str:
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:length])
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def _pod(
+    template: Mapping[str, Any],
+    *,
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    meta = _mapping(template.get("metadata"))
+    spec = copy.deepcopy(dict(_mapping(template.get("spec"))))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**{str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}, **(labels or {})},
+            "annotations": {
+                **{str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+                **(annotations or {}),
+            },
+        },
+        "spec": spec,
+    }
+
+
+def _volcano_job(job: Mapping[str, Any], name: str, namespace: str) -> Expansion:
+    spec = _mapping(job.get("spec"))
+    tasks = [t for t in spec.get("tasks") or [] if isinstance(t, Mapping)]
+    replicas = [_count(t.get("replicas"), 1) for t in tasks]
+    queue = str(spec.get("queue") or "default")
+    priority_class = spec.get("priorityClassName")
+    scheduler = str(spec.get("schedulerName") or "volcano")
+    podgroup_spec: Obj = {"minMember": _count(spec.get("minAvailable"), sum(replicas)), "queue": queue}
+    if isinstance(priority_class, str) and priority_class:
+        podgroup_spec["priorityClassName"] = priority_class
+    podgroup: Obj = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": podgroup_spec,
+    }
+    pods: list[Obj] = []
+    for task_index, (task, count) in enumerate(zip(tasks, replicas, strict=True)):
+        task_name = str(task.get("name") or f"task{task_index}")
+        for index in range(count):
+            notes = {
+                "scheduling.k8s.io/group-name": name,
+                "volcano.sh/job-name": name,
+                "volcano.sh/queue-name": queue,
+                "volcano.sh/task-spec": task_name,
+                "volcano.sh/task-index": str(index),
+            }
+            labels = {
+                "volcano.sh/job-name": name,
+                "volcano.sh/job-namespace": namespace,
+                "volcano.sh/queue-name": queue,
+                "volcano.sh/task-spec": task_name,
+                "volcano.sh/task-index": str(index),
+            }
+            pod = _pod(
+                _mapping(task.get("template")),
+                name=f"{name}-{task_name}-{index}",
+                namespace=namespace,
+                labels=labels,
+                annotations=notes,
+            )
+            pod_spec = pod["spec"]
+            # The job controller fills these from the job when the template leaves them out.
+            pod_spec.setdefault("schedulerName", scheduler)
+            if isinstance(priority_class, str) and priority_class:
+                pod_spec.setdefault("priorityClassName", priority_class)
+            pods.append(pod)
+    return Expansion(
+        pods=tuple(pods), podgroup=podgroup, username=CONTROLLER_USERS[("batch.volcano.sh", "Job")]
+    )
+
+
+def expand_workload(workload: Mapping[str, Any]) -> Expansion:
+    """The pods (and PodGroup) the workload's controllers create; see the module docstring.
+
+    Raises ``KeyError`` for a kind outside ``engine.rules.workloads.WORKLOAD_KINDS``.
+    """
+    group = str(workload.get("apiVersion") or "").rpartition("/")[0]
+    kind = str(workload.get("kind") or "")
+    meta = _mapping(workload.get("metadata"))
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "default")
+    spec = _mapping(workload.get("spec"))
+    template = _mapping(spec.get("template"))
+    if (group, kind) not in WORKLOAD_KINDS:
+        raise KeyError(f"{group}/{kind} is not a workload kind")
+    if (group, kind) == ("batch.volcano.sh", "Job"):
+        return _volcano_job(workload, name, namespace)
+    if kind in ("DaemonSet", "CronJob"):
+        why = (
+            "its pods are placed on every node by the DaemonSet controller"
+            if kind == "DaemonSet"
+            else "it creates nothing until its schedule fires"
+        )
+        return Expansion(pods=(), podgroup=None, username="", note=f"no pods simulated: {why}")
+    username = CONTROLLER_USERS[(group, kind)]
+    pods: list[Obj] = []
+    if kind == "Deployment":
+        canonical = json.dumps(template, sort_keys=True, default=str)
+        template_hash = _suffix(f"{namespace}/{name}:{canonical}", 10)
+        for index in range(_count(spec.get("replicas"), 1)):
+            pods.append(
+                _pod(
+                    template,
+                    name=f"{name}-{template_hash}-{_suffix(f'{template_hash}/{index}', 5)}",
+                    namespace=namespace,
+                    labels={"pod-template-hash": template_hash},
+                )
+            )
+    elif kind == "ReplicaSet":
+        for index in range(_count(spec.get("replicas"), 1)):
+            pods.append(_pod(template, name=f"{name}-{_suffix(f'{name}/{index}', 5)}", namespace=namespace))
+    elif kind == "StatefulSet":
+        for ordinal in range(_count(spec.get("replicas"), 1)):
+            pod_name = f"{name}-{ordinal}"
+            pod = _pod(
+                template,
+                name=pod_name,
+                namespace=namespace,
+                labels={
+                    "statefulset.kubernetes.io/pod-name": pod_name,
+                    "apps.kubernetes.io/pod-index": str(ordinal),
+                },
+            )
+            pod["spec"].setdefault("hostname", pod_name)
+            pods.append(pod)
+    else:  # batch Job: the only workload kind left
+        completions = _count(spec.get("completions"), 1)
+        parallelism = _count(spec.get("parallelism"), 1)
+        for index in range(min(parallelism, completions)):
+            pods.append(
+                _pod(
+                    template,
+                    name=f"{name}-{_suffix(f'{name}/{index}', 5)}",
+                    namespace=namespace,
+                    labels={"job-name": name, "batch.kubernetes.io/job-name": name},
+                )
+            )
+    return Expansion(pods=tuple(pods), podgroup=None, username=username)
