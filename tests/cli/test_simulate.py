@@ -337,3 +337,15 @@ def test_bad_config_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     config.write_text("scheduling:\n  policy: random\n")
     assert run(["simulate", "--config", str(config)]) == 2
     assert "scheduling.policy" in capsys.readouterr().err
+
+
+def test_readme_shows_the_examples_real_output(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = readme.split("```text\n$ vgpu-guard simulate -f ")[1:]
+    assert len(blocks) == len(list(EXAMPLES.glob("seed-*.yaml")))
+    for block in blocks:
+        path, _, shown = block.split("```", 1)[0].partition(".yaml\n")
+        assert run(["simulate", "-f", str(ROOT / f"{path}.yaml")]) == 0
+        printed = capsys.readouterr().out
+        # Run from the repository root, as the README does: the scenario is named by its relative path.
+        assert printed.replace(str(ROOT) + "/", "") == shown, path
