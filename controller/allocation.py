@@ -252,7 +252,8 @@ class AllocationController:
         for _ in range(max_passes):
             outcome = await self.run_once()
             results.append(outcome)
-            if not outcome.changed and not outcome.errors:
+            # Settled, or failing: a failing pass is not retried here (the caller backs off).
+            if not outcome.changed or outcome.errors:
                 break
         return results
 

@@ -59,9 +59,17 @@ class LeaderElector:
         self.clock = clock
         self.lease_duration = lease_duration
         self.leading = False
+        # Set after the first round, won or lost: the replica is then "holding or waiting" (ready).
+        self.attempted = False
 
     async def try_acquire_or_renew(self) -> bool:
         """One round; returns whether this replica leads now. API errors mean "not leading"."""
+        try:
+            return await self._round()
+        finally:
+            self.attempted = True
+
+    async def _round(self) -> bool:
         now = self.clock()
         try:
             lease = await self.client.get(LEASES, self.name, namespace=self.namespace)

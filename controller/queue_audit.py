@@ -200,12 +200,14 @@ async def run_queue_audit(
     resync_seconds: float = 300.0,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    is_leader: Callable[[], bool] = lambda: True,
 ) -> None:
     """Audit on every cache change (bursts coalesced by ``debounce_seconds``) and every
     ``resync_seconds`` (which also retries events that failed). Runs until cancelled.
 
     With ``cache`` None a private ``ClusterCache`` is started; pass the process's shared one
-    to avoid a second set of watches.
+    to avoid a second set of watches. Only the leader audits (``is_leader``), so two controller
+    replicas do not post every Event twice; the gauge is the leader's.
     """
     own_cache = cache is None
     cache = cache if cache is not None else ClusterCache(client)
@@ -216,7 +218,8 @@ async def run_queue_audit(
         while True:
             version = cache.version
             try:
-                await auditor.audit_once(cache.snapshot(config), config)
+                if is_leader():
+                    await auditor.audit_once(cache.snapshot(config), config)
             except asyncio.CancelledError:
                 raise
             except Exception:

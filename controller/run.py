@@ -62,13 +62,19 @@ async def run_controller(
     resync_seconds: float = 30.0,
     retry_seconds: float = 2.0,
     max_passes: int = 50,
+    elector: LeaderElector | None = None,
 ) -> None:
-    """Run until cancelled: lead, watch, settle; release the Lease on the way out."""
+    """Run until cancelled: lead, watch, settle; release the Lease on the way out.
+
+    Pass ``elector`` to share leadership with other leader-only loops of the process (queue audit,
+    caBundle injection); by default a private one on ``lease_namespace/lease_name`` is used.
+    """
     metrics = AllocationMetrics(registry)
     controller = AllocationController(client, config, identity=identity, clock=clock, metrics=metrics)
-    elector = LeaderElector(
-        client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
-    )
+    if elector is None:
+        elector = LeaderElector(
+            client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
+        )
     wake = asyncio.Event()
     watchers = [
         asyncio.create_task(_watch(client, r, wake)) for r in (PODS, NODES, LEDGERS, PODGROUPS, QUEUES)
@@ -83,7 +89,13 @@ async def run_controller(
                 wake.clear()
                 last_pass = time.monotonic()
                 results = await controller.settle(max_passes=max_passes)
-                if results and (results[-1].changed or results[-1].errors):
+                if results and results[-1].errors:
+                    # Failing (API errors, our CRD not installed): retry after the retry period, not
+                    # in a tight loop that floods the log and the API server.
+                    wake.set()
+                    await asyncio.sleep(retry_seconds)
+                    continue
+                if results and results[-1].changed:
                     wake.set()  # not settled within max_passes: go on after renewing the Lease
                     continue
             # Wake on a change; renew the Lease every retry period either way.

@@ -8,7 +8,7 @@ and the certificate reloader.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -57,12 +57,12 @@ async def running_webhook(
     host: str | None = None,
     port: int | None = None,
     ops_port: int | None = None,
-    ready: bool = True,
+    ready: Callable[[], tuple[bool, str]] | None = None,
 ) -> AsyncIterator[RunningWebhook]:
     """Serve admission over TLS (and /metrics, /healthz, /readyz in plain HTTP) until the block exits.
 
-    Readiness: the view must be synced (caches listed once); callers add the certificate check by
-    passing an ``ssl_context`` only once a certificate is loaded.
+    Readiness: the view must be synced (caches listed once) and ``ready`` (the process's own
+    checks, such as "a certificate is loaded") must hold.
     """
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
@@ -70,8 +70,10 @@ async def running_webhook(
     app = create_app(config=config, views=views, registry=registry)
 
     def is_ready() -> tuple[bool, str]:
-        if not ready:
-            return False, "not ready: starting"
+        if ready is not None:
+            ok, reason = ready()
+            if not ok:
+                return False, reason
         if not views.snapshot(config).synced:
             return False, "not ready: cluster caches not synced yet"
         return True, "ready"

@@ -270,3 +270,26 @@ async def test_snapshot_is_reused_until_something_changes(
     other = GuardConfig()
     assert cache.snapshot(other) is not second  # a reloaded config rebuilds
     assert cache.snapshot(other).nodes["n0"] is not second.nodes["n0"]
+
+
+async def test_an_unserved_resource_is_an_empty_synced_cache_until_its_crd_appears(
+    store: Store, running: Callable[[Any], asyncio.Task[None]], sleeps: Sleeps
+) -> None:
+    # No Volcano CRDs: queues are not served (404). The cache must not stay unsynced forever.
+    informer = Informer(
+        MemoryClusterClient(store, bookmark_interval=60), QUEUES, sleep=sleeps, absent_recheck_seconds=7.0
+    )
+    running(informer.run())
+    await asyncio.wait_for(informer.wait_synced(), 5)
+    assert informer.items == {} and 7.0 in sleeps.delays
+    install_volcano_crds(store)
+    store.create(
+        QUEUES,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {"weight": 1},
+        },
+    )
+    await eventually(lambda: ("", "q") in informer.items)

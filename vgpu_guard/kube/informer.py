@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import Expired
+from vgpu_guard.kube.errors import Expired, NotFound, Unsupported
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["Informer", "InformerEvent", "Key", "key_of"]
@@ -78,6 +78,8 @@ class Informer:
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
         backoff: Backoff | None = None,
+        # How often to look again for a resource the server does not serve (a CRD not installed).
+        absent_recheck_seconds: float = 30.0,
         # Injected so tests can run the retry loop without real waiting.
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -89,6 +91,7 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout_seconds = watch_timeout_seconds
         self.backoff = backoff or Backoff()
+        self.absent_recheck_seconds = absent_recheck_seconds
         self._sleep = sleep
         self._items: dict[Key, Obj] = {}
         self._handlers: list[Handler] = []
@@ -148,7 +151,21 @@ class Informer:
                     await self._sleep(self.backoff.next())
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
+            except (NotFound, Unsupported) as e:
+                # The resource is not served (Volcano's or our CRD not installed yet): that is an
+                # empty collection, not an unsynced cache, or a cluster without Volcano's optional
+                # CRDs would never become ready. Look again later for the CRD to appear.
+                if not self.synced or self._items:
+                    log.warning(
+                        "%s: %s; treating as empty, checking again in %.0fs",
+                        self.resource.plural,
+                        e,
+                        self.absent_recheck_seconds,
+                    )
+                self._replace({}, "")
+                need_list = True
+                await self._sleep(self.absent_recheck_seconds)
+            except Exception as e:  # every other failure: log, back off, retry; never crash
                 self.errors += 1
                 delay = self.backoff.next()
                 log.warning("%s: %s: %s; retrying in %.1fs", self.resource.plural, type(e).__name__, e, delay)

@@ -1,0 +1,127 @@
+"""``vgpu-guard serve all`` as a real process against the API double over HTTPS: it gets a
+certificate into the shared Secret, becomes ready, answers admission over TLS with that CA,
+elects a leader, and stops gracefully on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from tests.builders import gpu_node, pod
+from tests.webhook.conftest import admission_review
+from vgpu_guard.apidouble.server import serve_double
+from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, SECRETS
+
+BIN = Path(sys.executable).with_name("vgpu-guard")
+CRDS_DIR = Path(__file__).resolve().parents[2] / "vgpu_guard" / "data" / "crds"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _wait_ready(
+    session: aiohttp.ClientSession, url: str, process: asyncio.subprocess.Process, log: Path
+) -> None:
+    for _ in range(300):
+        if process.returncode is not None:
+            raise AssertionError(f"serve exited early with {process.returncode}:\n{log.read_text()}")
+        try:
+            async with session.get(url) as response:
+                if response.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"serve never became ready:\n{log.read_text()}")
+
+
+async def test_serve_all_against_the_double(tmp_path: Path) -> None:
+    async with serve_double(tmp_path) as api:
+        api.store.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vgpu-guard"}}
+        )
+        api.store.create(NODES, gpu_node("a30"))
+        for crd in sorted(CRDS_DIR.rglob("*.yaml")):
+            api.store.create(CRDS, yaml.safe_load(crd.read_text()))
+        port, ops = _free_port(), _free_port()
+        env = {
+            **os.environ,
+            "POD_NAMESPACE": "vgpu-guard",
+            "POD_NAME": "serve-test-0",
+            "VGPU_GUARD_CERT_MODE": "builtin",
+            "VGPU_GUARD_TLS_SECRET": "vgpu-guard-tls",
+            "VGPU_GUARD_WEBHOOK_SERVICE": "vgpu-guard-webhook",
+            "VGPU_GUARD_CERT_EXTRA_DNS": "localhost",
+        }
+        log = tmp_path / "serve.log"
+        # The log goes to a file: a pipe nobody reads fills up and blocks the process.
+        with log.open("wb") as sink:
+            process = await asyncio.create_subprocess_exec(
+                str(BIN),
+                "serve",
+                "all",
+                "--kubeconfig",
+                str(api.kubeconfig),
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(ops),
+                env=env,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=sink,
+            )
+        try:
+            async with aiohttp.ClientSession() as plain:
+                await _wait_ready(plain, f"http://127.0.0.1:{ops}/readyz", process, log)
+                async with plain.get(f"http://127.0.0.1:{ops}/metrics") as response:
+                    metrics = await response.text()
+                assert 'vgpu_guard_certificate_expiry_timestamp_seconds{source="vgpu-guard-tls"}' in metrics
+            secret: dict[str, Any] = api.store.get(SECRETS, "vgpu-guard-tls", namespace="vgpu-guard")
+            ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+            context = ssl.create_default_context(cadata=ca)
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as https:
+                review = admission_review(pod({"volcano.sh/vgpu-memory": "12Gi"}))
+                async with https.post(f"https://localhost:{port}/validate/pods", json=review) as response:
+                    body = await response.json()
+            assert body["response"]["allowed"] is False
+            assert body["response"]["status"]["message"].startswith("[vgpu-memory-unit]")
+            lease = api.store.get(LEASES, "vgpu-guard-controller", namespace="vgpu-guard")
+            assert lease["spec"]["holderIdentity"] == "serve-test-0"
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(process.wait(), timeout=30)
+            stderr = log.read_text()
+        assert code == 0, stderr
+        lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+        assert any(line["msg"] == "stopped" for line in lines)
+        assert not [line for line in lines if line["level"] == "error"], stderr
+
+
+def test_bad_process_settings_fail_at_start_naming_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vgpu_guard.cli.app import run
+
+    monkeypatch.setenv("VGPU_GUARD_SERVING_VALIDITY", "one year")
+    assert run(["serve", "webhook"]) == 2
+    assert (
+        "VGPU_GUARD_SERVING_VALIDITY: Value error, 'one year' is not a duration like 8760h, 90m or 1h30m"
+        in (capsys.readouterr().err)
+    )

@@ -1,0 +1,281 @@
+"""``vgpu-guard serve webhook|controller|all``: the production processes.
+
+Each process is a set of long-running loops on one event loop (watch caches, certificate loops,
+the admission server, the allocation controller, the queue audit) plus the plain-HTTP operations
+endpoint (/metrics, /healthz, /readyz). A loop that crashes is logged and restarted with backoff;
+SIGTERM/SIGINT start a bounded graceful shutdown (in-flight admission requests get
+``webhook.shutdownTimeoutSeconds``, then the loops are cancelled and the Lease released).
+
+Who we are in the cluster (namespace, Secret, Service, Lease, webhook configuration names) comes
+from the chart's ``VGPU_GUARD_*`` environment (``process_settings``); policy comes from the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import REGISTRY
+
+from vgpu_guard.certs import (
+    CertificateFiles,
+    CertificateManagerConfig,
+    ReloadableSSLContext,
+    RenewalPolicy,
+    ServingSpec,
+    run_certificate_manager,
+    run_file_reloader,
+)
+from vgpu_guard.cli.process_settings import ProcessSettings, SettingsError
+from vgpu_guard.configfile import ConfigError, load_config
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.view_cache import ClusterCache
+from vgpu_guard.logs import setup_logging
+from vgpu_guard.ops_http import create_ops_app
+
+__all__ = ["add_parser", "run"]
+
+log = logging.getLogger("vgpu_guard.serve")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the webhook and/or the controller against a cluster",
+        description="Run vgpu-guard against a cluster; stops gracefully on SIGTERM/SIGINT. Deployment "
+        "names (Secret, Service, Lease, webhook configurations) come from VGPU_GUARD_* variables.",
+    )
+    parser.add_argument("component", choices=("webhook", "controller", "all"))
+    parser.add_argument("--config", metavar="FILE", help="vgpu-guard config file")
+    parser.add_argument(
+        "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig (default: the pod's service account in a cluster, else $KUBECONFIG)",
+    )
+    parser.add_argument("--namespace", help="our namespace (default: $POD_NAMESPACE, else vgpu-guard)")
+    parser.add_argument(
+        "--identity", help="leader-election identity (default: $POD_NAME, else the host name)"
+    )
+    parser.add_argument(
+        "--cert-mode",
+        choices=("builtin", "files"),
+        help="builtin: CA and certificate in the shared Secret; files: follow webhook.tlsCertFile/"
+        "tlsKeyFile, e.g. written by cert-manager (default: $VGPU_GUARD_CERT_MODE, else files)",
+    )
+    parser.add_argument("--port", type=int, help="admission HTTPS port (default: webhook.port)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="operations HTTP port (default: webhook.metricsPort)"
+    )
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.set_defaults(func=run)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _client(kubeconfig: str | None) -> AioClusterClient:
+    if kubeconfig:
+        return await AioClusterClient.from_kubeconfig(kubeconfig)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return AioClusterClient.in_cluster()
+    return await AioClusterClient.from_kubeconfig(None)
+
+
+async def _supervise(name: str, factory: Callable[[], Awaitable[None]]) -> None:
+    """Keep a loop alive: a crash is logged with its traceback and the loop restarted with backoff."""
+    delay = 1.0
+    while True:
+        try:
+            await factory()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loop crashed; restarting", extra={"fields": {"loop": name, "in_seconds": delay}})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
+
+
+@dataclass
+class _Process:
+    """What one ``serve`` process runs; readiness checks are collected from its components."""
+
+    args: argparse.Namespace
+    config: GuardConfig
+    settings: ProcessSettings
+    client: AioClusterClient
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    checks: list[Callable[[], tuple[bool, str]]] = field(default_factory=list)
+
+    def spawn(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        self.tasks.append(asyncio.create_task(_supervise(name, factory), name=name))
+
+    def ready(self) -> tuple[bool, str]:
+        for check in self.checks:
+            ok, reason = check()
+            if not ok:
+                return False, reason
+        return True, "ready"
+
+    def certificate_config(self, *, injecting: bool) -> CertificateManagerConfig:
+        s = self.settings
+        return CertificateManagerConfig(
+            secret_namespace=s.namespace,
+            secret_name=s.tls_secret,
+            spec=ServingSpec(
+                service=s.webhook_service,
+                namespace=s.namespace,
+                cluster_domain=s.cluster_domain,
+                extra_dns=s.cert_extra_dns,
+            ),
+            mutating_webhooks=s.mutating_webhook_configurations if injecting else (),
+            validating_webhooks=s.validating_webhook_configurations if injecting else (),
+            policy=RenewalPolicy(
+                ca_validity=s.ca_validity,
+                serving_validity=s.serving_validity,
+                serving_renew_before=s.serving_renew_before,
+                ca_renew_before=s.ca_renew_before,
+                check_interval=s.cert_check_interval,
+            ),
+        )
+
+
+def _webhook(process: _Process, cache: ClusterCache) -> contextlib.AbstractAsyncContextManager[object]:
+    from vgpu_guard.webhook.server import running_webhook
+
+    settings, config = process.settings, process.config
+    context = ReloadableSSLContext(source=settings.tls_secret if settings.cert_mode == "builtin" else "files")
+    if settings.cert_mode == "builtin":
+        # Every replica keeps the shared Secret valid; only the controller's leader injects caBundles.
+        certs = process.certificate_config(injecting=False)
+        process.spawn(
+            "certificates",
+            lambda: run_certificate_manager(
+                process.client, config=certs, context=context, is_leader=lambda: False, clock=_utcnow
+            ),
+        )
+    else:
+        files = CertificateFiles(
+            cert_file=Path(config.webhook.tls_cert_file), key_file=Path(config.webhook.tls_key_file)
+        )
+        process.spawn("certificate-files", lambda: run_file_reloader(context, files))
+    process.checks.append(lambda: (context.loaded, "not ready: no serving certificate loaded yet"))
+    return running_webhook(
+        config=config,
+        views=cache,
+        ssl_context=context.ssl_context,
+        registry=REGISTRY,
+        ready=process.ready,
+        port=process.args.port,
+        ops_port=process.args.metrics_port,
+    )
+
+
+def _controller(process: _Process, cache: ClusterCache) -> None:
+    from vgpu_guard.controller.leader import LeaderElector
+    from vgpu_guard.controller.queue_audit import run_queue_audit
+    from vgpu_guard.controller.run import run_controller
+
+    settings, config, client = process.settings, process.config, process.client
+    elector = LeaderElector(
+        client,
+        name=settings.lease_name,
+        namespace=settings.namespace,
+        identity=settings.pod_name,
+        clock=time.time,
+        lease_duration=settings.lease_duration_seconds,
+    )
+    process.spawn(
+        "allocation",
+        lambda: run_controller(
+            client,
+            config,
+            identity=settings.pod_name,
+            elector=elector,
+            retry_seconds=float(settings.lease_retry_period_seconds),
+        ),
+    )
+    process.spawn(
+        "queue-audit", lambda: run_queue_audit(client, config, cache=cache, is_leader=lambda: elector.leading)
+    )
+    if settings.cert_mode == "builtin" and (
+        settings.mutating_webhook_configurations or settings.validating_webhook_configurations
+    ):
+        certs = process.certificate_config(injecting=True)
+        process.spawn(
+            "ca-bundle",
+            lambda: run_certificate_manager(
+                client, config=certs, context=None, is_leader=lambda: elector.leading, clock=_utcnow
+            ),
+        )
+    process.checks.append(lambda: (elector.attempted, "not ready: no leader-election round completed yet"))
+
+
+async def _main(args: argparse.Namespace, config: GuardConfig, settings: ProcessSettings) -> int:
+    try:
+        client = await _client(args.kubeconfig)
+    except KubeError as e:
+        log.error("cannot load a kubeconfig or service account", extra={"fields": {"error": str(e)}})
+        return 2
+    process = _Process(args=args, config=config, settings=settings, client=client)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, process.stop.set)
+    cache = ClusterCache(client)
+    process.spawn("cluster-cache", cache.run)
+    try:
+        if args.component in ("controller", "all"):
+            _controller(process, cache)
+        if args.component in ("webhook", "all"):
+            async with _webhook(process, cache):
+                log.info("serving", extra={"fields": {"component": args.component}})
+                await process.stop.wait()
+        else:
+            process.checks.append(lambda: (cache.synced, "not ready: cluster caches not synced yet"))
+            runner = web.AppRunner(create_ops_app(registry=REGISTRY, ready=process.ready), access_log=None)
+            await runner.setup()
+            port = args.metrics_port if args.metrics_port is not None else config.webhook.metrics_port
+            await web.TCPSite(runner, config.webhook.host, port).start()
+            log.info("serving", extra={"fields": {"component": args.component, "ops_port": port}})
+            try:
+                await process.stop.wait()
+            finally:
+                await runner.cleanup()
+    finally:
+        for task in process.tasks:
+            task.cancel()
+        await asyncio.gather(*process.tasks, return_exceptions=True)
+        await client.close()
+    log.info("stopped")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args.config, device_config=args.device_config)
+        settings = ProcessSettings.from_environment(
+            os.environ, namespace=args.namespace, pod_name=args.identity, cert_mode=args.cert_mode
+        )
+    except (ConfigError, SettingsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(_main(args, config, settings))
