@@ -16,12 +16,13 @@ import time
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from vgpu_guard.controller.allocation import AllocationController, Clock
+from vgpu_guard.controller.gang_gc import release_finished_gangs
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Expired, KubeError, NotFound, Unsupported
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
 
 __all__ = ["run_controller"]
 
@@ -77,7 +78,8 @@ async def run_controller(
         )
     wake = asyncio.Event()
     watchers = [
-        asyncio.create_task(_watch(client, r, wake)) for r in (PODS, NODES, LEDGERS, PODGROUPS, QUEUES)
+        asyncio.create_task(_watch(client, r, wake))
+        for r in (PODS, NODES, LEDGERS, PODGROUPS, QUEUES, GANG_PLACEMENTS)
     ]
     last_pass = float("-inf")
     try:
@@ -98,6 +100,7 @@ async def run_controller(
                 if results and results[-1].changed:
                     wake.set()  # not settled within max_passes: go on after renewing the Lease
                     continue
+                await release_finished_gangs(client, config)
             # Wake on a change; renew the Lease every retry period either way.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=retry_seconds)

@@ -18,11 +18,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import AdmissionDecision, Phase, decide
+from vgpu_guard.engine.admission import AdmissionDecision, Phase
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.metrics import AdmissionMetrics
+from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
 from vgpu_guard.webhook.views import ViewSource
 
@@ -67,6 +69,8 @@ ROUTES: tuple[Route, ...] = (
 CONFIG = web.AppKey("config", GuardConfig)
 VIEWS = web.AppKey("views", ViewSource)
 METRICS = web.AppKey("metrics", AdmissionMetrics)
+# Only for recording a gang's placement (webhook/recording.py); decisions never read through it.
+CLIENT = web.AppKey("client", ClusterClient)
 
 
 def _bad_request(app: web.Application, status: int, reason: str) -> web.Response:
@@ -127,7 +131,13 @@ def _handler(route: Route) -> Any:
             )
             decision = AdmissionDecision(allowed=True)
         else:
-            decision = decide(to_engine(review), app[VIEWS].snapshot(config), config, phase=route.phase)
+            decision = await decide_and_record(
+                to_engine(review),
+                app[VIEWS].snapshot(config),
+                config,
+                phase=route.phase,
+                client=app.get(CLIENT),
+            )
         response = encode_response(review.uid, decision)
         elapsed = time.perf_counter() - started
         metrics = app[METRICS]
@@ -160,12 +170,18 @@ async def _contain_bugs(request: web.Request, handler: Any) -> web.StreamRespons
 
 
 def create_app(
-    *, config: GuardConfig, views: ViewSource, registry: CollectorRegistry | None = None
+    *,
+    config: GuardConfig,
+    views: ViewSource,
+    registry: CollectorRegistry | None = None,
+    client: ClusterClient | None = None,
 ) -> web.Application:
     """The admission application (TLS and the listening socket belong to ``webhook.server``)."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_contain_bugs])
     app[CONFIG] = config
     app[VIEWS] = views
+    if client is not None:
+        app[CLIENT] = client
     app[METRICS] = AdmissionMetrics.create(registry if registry is not None else CollectorRegistry())
     for route in ROUTES:
         app.router.add_post(route.path, _handler(route))

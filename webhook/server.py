@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.ops_http import create_ops_app
 from vgpu_guard.webhook.app import create_app
 from vgpu_guard.webhook.views import ViewSource
@@ -54,6 +55,7 @@ async def running_webhook(
     views: ViewSource,
     ssl_context: ssl.SSLContext,
     registry: CollectorRegistry | None = None,
+    client: ClusterClient | None = None,
     host: str | None = None,
     port: int | None = None,
     ops_port: int | None = None,
@@ -67,7 +69,7 @@ async def running_webhook(
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
     host = host if host is not None else settings.host
-    app = create_app(config=config, views=views, registry=registry)
+    app = create_app(config=config, views=views, registry=registry, client=client)
 
     def is_ready() -> tuple[bool, str]:
         if ready is not None:

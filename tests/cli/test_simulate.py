@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,12 @@ SEED_000_ALONE = (
     "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
 )
 SEED_000_IN_DEFAULT = (
-    "0/8 nodes are available: 3 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
+    "0/14 nodes are available: 9 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
     "devices, 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
 )
 BATCH_DENIED = (
     "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "
-    "cluster capacity is 64 (8 Ready nodes); lower it to at most 32 or add nodes"
+    "cluster capacity is 67 (14 Ready nodes); lower it to at most 35 or add nodes"
 )
 
 
@@ -107,7 +108,11 @@ def test_seed_003_priority_decides_not_creation_order(default_json: dict[str, An
 
 def test_exactly_the_typo_deployment_and_the_batch_queue_are_denied(default_json: dict[str, Any]) -> None:
     denied = [(a["kind"], a["name"], a["code"]) for a in default_json["admission"] if not a["allowed"]]
-    assert denied == [("Deployment", "web-typo", 403), ("Queue", "batch", 403)]
+    assert denied == [
+        ("Deployment", "web-typo", 403),
+        ("Queue", "batch", 403),
+        *[("Pod", f"pretrain-worker-{i}", 403) for i in range(8)],
+    ]
     by_name = {a["name"]: a for a in default_json["admission"]}
     assert by_name["batch"]["message"] == BATCH_DENIED
     assert by_name["web-typo"]["message"].startswith(
@@ -137,6 +142,8 @@ def test_the_ledger_per_gpu(default_json: dict[str, Any]) -> None:
     ]
     assert rows == [
         *[("gpu-0", f"GPU-gpu-0-{i}", 24576, 24576, 0) for i in range(8)],
+        *[(f"ib-a-{i}", f"GPU-ib-a-{i}-0", 24576, 24576, 0) for i in range(4)],
+        *[(f"ib-b-{i}", f"GPU-ib-b-{i}-0", 24576, 24576, 0) for i in range(2)],
         ("mig-0", "GPU-mig-0-0", 5120, 40960, 0),
         ("mig-0", "GPU-mig-0-1", 0, 40960, 0),
         *[("prio-0", f"GPU-prio-0-{i}", 16384, 24576, 0) for i in range(3)],
@@ -161,17 +168,17 @@ def test_queue_totals_against_capacity(default_json: dict[str, Any]) -> None:
         {
             "resource": "cpu",
             "guaranteed": "32",
-            "capacity": "64",
-            "nodes": 8,
-            "percent": 50,
+            "capacity": "67",
+            "nodes": 14,
+            "percent": 47,
             "exceeded": False,
         },
         {
             "resource": "memory",
             "guaranteed": "112Gi",
-            "capacity": "384Gi",
-            "nodes": 8,
-            "percent": 29,
+            "capacity": "432Gi",
+            "nodes": 14,
+            "percent": 25,
             "exceeded": False,
         },
     ]
@@ -213,32 +220,31 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     text = to_text(default_result)
     lines = text.splitlines()
     assert lines[0] == "vgpu-guard simulate: built-in default scenario"
-    assert "ADMISSION (24 requests, 2 denied)" in lines
-    assert "PODS (22: 15 Bound, 7 Pending, 0 Rejected)" in lines
+    assert "ADMISSION (41 requests, 10 denied)" in lines
+    assert "PODS (36: 21 Bound, 7 Pending, 8 Rejected)" in lines
     assert f"      {SEED_000_IN_DEFAULT}" in lines
     assert "  DENIED     Queue       batch                                default.yaml#18" in lines
     assert f"        {BATCH_DENIED}" in lines
     assert "    allowed  Pod         3 pods of Deployment default/web     by replicaset-controller" in lines
     assert (
-        "  default/mig-pod                   Bound    0     vgpu-guard  mig-0   GPU-mig-0-0 MIG 1g.5gb (5120 MiB)"
+        "  default/mig-pod                   Bound     0     vgpu-guard  mig-0   GPU-mig-0-0 MIG 1g.5gb (5120 MiB)"
         in lines
     )
     assert (
         "  t4-0    GPU-t4-0-0    Tesla T4               hami-core    4000 / 15360    60    default/gpu-pod, default/hami-pod"
         in lines
     )
-    assert "  cpu       32          64 (8 nodes)     50%  ok" in lines
+    assert "  cpu       32          67 (14 nodes)     47%  ok" in lines
     assert lines[-1] == (
-        "Summary: 15 pods bound, 7 pending, 0 rejected; 2 of 24 admission requests denied; no GPU overcommitted."
+        "Summary: 21 pods bound, 7 pending, 8 rejected; 10 of 41 admission requests denied; no GPU overcommitted."
     )
     # Tables are aligned: every row of the pod table starts its PHASE column at the same offset.
-    table = lines[lines.index("PODS (22: 15 Bound, 7 Pending, 0 Rejected)") + 1 :]
+    table = lines[lines.index("PODS (36: 21 Bound, 7 Pending, 8 Rejected)") + 1 :]
     header = table[0]
     rows = [line for line in table[1:] if line.startswith("  default/")]
-    assert len(rows) == 22
-    assert {row.index(" Bound ") if " Bound " in row else row.index(" Pending ") for row in rows} == {
-        header.index(" PHASE")
-    }
+    assert len(rows) == 36
+    phase = re.compile(r" (Bound|Pending|Rejected) ")
+    assert {phase.search(row).start() for row in rows} == {header.index(" PHASE")}  # type: ignore[union-attr]
 
 
 # --- the examples --------------------------------------------------------------------------------------
@@ -271,7 +277,10 @@ def test_routing_off_in_the_config_leaves_pods_to_volcano(tmp_path: Path) -> Non
     config = tmp_path / "config.yaml"
     config.write_text("scheduling:\n  routing: false\n")
     result = simulate(load_scenario([str(EXAMPLES / "seed-002-003-mig.yaml")]), load_config(config, env={}))
-    assert result.routing == "scheduling.routing is off (from the configuration)"
+    assert result.routing == (
+        "scheduling.routing is off (from the configuration); "
+        "IB clusters come from node label vgpu-guard.io/ib-cluster (simulate's default)"
+    )
     assert {(p.phase, p.scheduler) for p in result.pods} == {("Pending", "volcano")}
     assert result.pods[0].reason == (
         "not simulated: schedulerName is volcano; simulate runs only vgpu-guard's allocator"

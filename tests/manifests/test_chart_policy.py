@@ -1,6 +1,6 @@
 """The chart's promises, checked on what it renders for every value set in conftest.SCENARIOS.
 
-Webhooks: exact rules (never `*`), selectors, sideEffects None, short timeouts, names under our
+Webhooks: exact rules (never `*`), selectors, sideEffects None (NoneOnDryRun for the pod mutation), short timeouts, names under our
 domain. RBAC: no wildcards, names where Kubernetes allows them, and enough for what each process
 does (the API double enforces these very Roles in the end-to-end run). Pods: hardened
 securityContext. HA: webhook replicas >= 2 with a PDB. Uninstall: the pre-delete hook.
@@ -86,7 +86,13 @@ def test_webhooks_match_exactly_what_we_handle(scenario: tuple[str, dict[str, An
 
 def test_webhook_safety_settings(scenario: tuple[str, dict[str, Any]]) -> None:
     for kind, _, w in webhooks(render_objects(scenario[1])):
-        assert w["sideEffects"] == "None"
+        # Only the pod mutation writes (a gang's GangPlacement), and never on dry run.
+        expected = (
+            "NoneOnDryRun"
+            if (kind, w["name"]) == ("MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io")
+            else "None"
+        )
+        assert w["sideEffects"] == expected, w["name"]
         assert w["admissionReviewVersions"] == ["v1"]
         assert w["failurePolicy"] in {"Fail", "Ignore"}
         assert 1 <= w["timeoutSeconds"] <= 10, w["name"]

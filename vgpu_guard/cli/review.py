@@ -83,6 +83,8 @@ def review_documents(
         results.append((document, result))
         if result.decision.allowed:
             view = view.with_admitted(result.object)
+            for recorded in result.persist:
+                view = view.with_admitted(recorded)
     return results
 
 

@@ -57,6 +57,7 @@ from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.memory import MemoryClusterClient
 from vgpu_guard.kube.resources import (
     CRDS,
+    GANG_PLACEMENTS,
     HYPERNODES,
     LEDGERS,
     NAMESPACES,
@@ -93,6 +94,7 @@ ADMIN = "kubernetes-admin"
 _STORE_SEED = 6
 _CRDS = (
     "data/crds/gpuledgers.vgpu-guard.io.yaml",
+    "data/crds/gangplacements.vgpu-guard.io.yaml",
     "data/crds/volcano/scheduling.volcano.sh_queues.yaml",
     "data/crds/volcano/scheduling.volcano.sh_podgroups.yaml",
     "data/crds/volcano/topology.volcano.sh_hypernodes.yaml",
@@ -198,18 +200,32 @@ class SimulationResult:
     memory_factor: int = 1
 
 
+# The IB cluster label simulate uses when the configuration names none (seed 004's example nodes).
+SIMULATE_IB_LABEL = "vgpu-guard.io/ib-cluster"
+
+
 def simulation_config(config: GuardConfig) -> tuple[GuardConfig, str]:
-    """Routing on unless the configuration sets it: the simulated controller only places routed pods.
+    """Routing on, and IB clusters read from ``vgpu-guard.io/ib-cluster``, unless the configuration
+    sets them: the simulated controller only places routed pods, and the stories need IB pinning.
 
     Returns the config to run and a sentence for the report saying which applies and why.
     """
-    scheduling = config.scheduling
+    scheduling, topology = config.scheduling, config.topology
     name = scheduling.scheduler_name
+    notes = []
     if "routing" in scheduling.model_fields_set:
-        state = "on" if scheduling.routing else "off"
-        return config, f"scheduling.routing is {state} (from the configuration)"
-    routed = config.model_copy(update={"scheduling": scheduling.model_copy(update={"routing": True})})
-    return routed, f"scheduling.routing is on (simulate's default): vGPU pods get schedulerName {name}"
+        notes.append(
+            f"scheduling.routing is {'on' if scheduling.routing else 'off'} (from the configuration)"
+        )
+    else:
+        config = config.model_copy(update={"scheduling": scheduling.model_copy(update={"routing": True})})
+        notes.append(f"scheduling.routing is on (simulate's default): vGPU pods get schedulerName {name}")
+    if "ib_cluster_label" not in topology.model_fields_set and topology.hyper_node_tier is None:
+        config = config.model_copy(
+            update={"topology": topology.model_copy(update={"ib_cluster_label": SIMULATE_IB_LABEL})}
+        )
+        notes.append(f"IB clusters come from node label {SIMULATE_IB_LABEL} (simulate's default)")
+    return config, "; ".join(notes)
 
 
 def is_cluster_state(obj: Mapping[str, Any]) -> bool:
@@ -306,12 +322,15 @@ class _Run:
         return created
 
     def view(self) -> ClusterView:
-        """What the webhook's caches would hold now (nodes, queues, podgroups, hypernodes)."""
+        """What the webhook's caches would hold now (nodes, queues, podgroups, hypernodes, ledgers,
+        gang placements)."""
         objects = [
             *self.store.list(NODES).items,
             *self.store.list(QUEUES).items,
             *self.store.list(PODGROUPS).items,
             *self.store.list(HYPERNODES).items,
+            *self.store.list(LEDGERS).items,
+            *self.store.list(GANG_PLACEMENTS).items,
         ]
         return ClusterView.from_objects(objects, self.config, source="simulated cluster")
 
@@ -338,6 +357,9 @@ class _Run:
         if not result.decision.allowed:
             return result, None
         try:
+            # What the webhook does before answering: record a gang's IB cluster (first member).
+            for recorded in result.persist:
+                self.create(recorded, source)
             self.create(result.object, source)
         except KubeError as e:
             return result, e.message

@@ -13,12 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import jsonpatch
+
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
-from vgpu_guard.engine.rules.pods_mutate import mutate_pod
+from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
+from vgpu_guard.engine.rules.pods_mutate import normalise_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 from vgpu_guard.engine.rules.queues_validate import admit_queue
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
+from vgpu_guard.engine.topology import stamp_cluster
 from vgpu_guard.engine.vgpu_request import vgpu_containers
 from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
 
@@ -76,6 +80,10 @@ class AdmissionDecision:
     audit: tuple[str, ...] = ()
     object: Mapping[str, Any] | None = None
     violations: tuple[Violation, ...] = field(default=(), repr=False)
+    # Objects the shell must create before answering (a gang's GangPlacement, on its first member).
+    # A create that fails with AlreadyExists means another replica decided first: re-decide with
+    # the existing object in the view. Not created on dry run.
+    persist: tuple[Mapping[str, Any], ...] = ()
 
 
 def settle(
@@ -128,14 +136,30 @@ def _has_vgpu(pod: Mapping[str, Any], config: GuardConfig) -> bool:
 
 def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
     pod = request.object or {}
-    if not _has_vgpu(pod, config):
+    gang = ib_enabled(config) and gang_of(pod) is not None
+    if not _has_vgpu(pod, config) and not gang:
         return AdmissionDecision(allowed=True, object=pod)
-    mutation = mutate_pod(pod, view, config)
+    work, warnings = normalise_pod(pod, view, config)
+    persist: tuple[Mapping[str, Any], ...] = ()
+    decision = decide_gang(work, view=view, config=config) if gang else None
+    if decision is not None:
+        if decision.violation is not None:
+            denied = settle([decision.violation], config, warnings=[*warnings, *decision.warnings], obj=work)
+            if not denied.allowed:
+                return denied
+            warnings = list(denied.warnings)
+        else:
+            warnings.extend(decision.warnings)
+        if decision.cluster is not None:
+            stamp_cluster(work, decision.cluster, decision.clusters)
+        persist = (decision.persist,) if decision.persist is not None else ()
+    patch = jsonpatch.make_patch(dict(pod), work).patch
     return AdmissionDecision(
         allowed=True,
-        warnings=tuple(clip_warnings(mutation.warnings)),
-        patch=tuple(mutation.patch),
-        object=mutation.object,
+        warnings=tuple(clip_warnings(warnings)),
+        patch=tuple(patch),
+        object=work,
+        persist=persist,
     )
 
 
@@ -252,6 +276,8 @@ class ReviewResult:
     patch: tuple[dict[str, Any], ...]
     warnings: tuple[str, ...]
     object: Mapping[str, Any]
+    # Objects admission recorded (a gang's GangPlacement): offline callers add them to their view.
+    persist: tuple[Mapping[str, Any], ...] = ()
 
 
 def server_defaults(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -289,4 +315,7 @@ def review_object(request: AdmissionRequest, view: ClusterView, config: GuardCon
         AdmissionRequest(**{**request.__dict__, "object": obj}), view, config, phase="validate"
     )
     warnings = tuple(clip_warnings([*mutated.warnings, *validated.warnings]))
-    return ReviewResult(decision=validated, patch=mutated.patch, warnings=warnings, object=obj)
+    persist = mutated.persist if validated.allowed else ()
+    return ReviewResult(
+        decision=validated, patch=mutated.patch, warnings=warnings, object=obj, persist=persist
+    )

@@ -140,6 +140,9 @@ class ClusterView:
     podgroups: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
     # Volcano HyperNodes by name (topology.volcano.sh/v1alpha1), for IB clusters by tier.
     hypernodes: Mapping[str, Obj] = field(default_factory=dict)
+    # Our GPULedger objects by node name, and GangPlacements by (namespace, group).
+    ledgers: Mapping[str, Obj] = field(default_factory=dict)
+    gang_placements: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
     synced: bool = True
     # Where the state came from, for messages and review output ("cluster", "file x.yaml", ...).
     source: str = "cluster"
@@ -153,6 +156,8 @@ class ClusterView:
         queues: dict[str, Obj] = {}
         podgroups: dict[tuple[str, str], Obj] = {}
         hypernodes: dict[str, Obj] = {}
+        ledgers: dict[str, Obj] = {}
+        placements: dict[tuple[str, str], Obj] = {}
         for obj in objects:
             kind = obj.get("kind")
             metadata = obj.get("metadata")
@@ -167,24 +172,32 @@ class ClusterView:
                 podgroups[(str(metadata.get("namespace") or "default"), metadata["name"])] = obj
             elif kind == "HyperNode":
                 hypernodes[metadata["name"]] = obj
+            elif kind == "GPULedger":
+                ledgers[metadata["name"]] = obj
+            elif kind == "GangPlacement":
+                placements[(str(metadata.get("namespace") or "default"), metadata["name"])] = obj
         return cls(
             nodes=nodes,
             queues=queues,
             podgroups=podgroups,
             hypernodes=hypernodes,
+            ledgers=ledgers,
+            gang_placements=placements,
             synced=synced,
             source=source,
         )
 
     def with_admitted(self, obj: Obj) -> ClusterView:
-        """The view after ``obj`` was admitted (offline review: each queue sees the previous ones)."""
+        """The view after ``obj`` was admitted or recorded (offline review and simulate: each queue
+        sees the previous ones, each gang member sees its group's placement)."""
         metadata = obj.get("metadata")
-        if (
-            obj.get("kind") == "Queue"
-            and isinstance(metadata, Mapping)
-            and isinstance(metadata.get("name"), str)
-        ):
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
+            return self
+        if obj.get("kind") == "Queue":
             return replace(self, queues={**self.queues, metadata["name"]: obj})
+        if obj.get("kind") == "GangPlacement":
+            key = (str(metadata.get("namespace") or "default"), metadata["name"])
+            return replace(self, gang_placements={**self.gang_placements, key: obj})
         return self
 
     @cached_property

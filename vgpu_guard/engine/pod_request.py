@@ -177,8 +177,14 @@ def _int_value(cv_value: Any, what: str) -> int:
     return int(cv_value.integer)
 
 
-def pod_request(pod: Mapping[str, Any], nvidia: NvidiaConfig) -> PodRequest | None:
-    """The pod's request, or None when no container asks for vGPU; raises ``PodRequestError``."""
+def pod_request(
+    pod: Mapping[str, Any], nvidia: NvidiaConfig, *, with_no_gpu: bool = False
+) -> PodRequest | None:
+    """The pod's request, or None when no container asks for vGPU; raises ``PodRequestError``.
+
+    ``with_no_gpu`` returns the request with no containers instead of None: the node constraints
+    of a pod without vGPU (IB cluster choice for CPU-only gangs).
+    """
     metadata, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
     annotations = {str(k): str(v) for k, v in _map(metadata.get("annotations")).items()}
     containers: list[ContainerRequest] = []
@@ -205,7 +211,7 @@ def pod_request(pod: Mapping[str, Any], nvidia: NvidiaConfig) -> PodRequest | No
                 cores=cores,
             )
         )
-    if not containers:
+    if not containers and not with_no_gpu:
         return None
     uuids_use = _csv(annotations.get(USE_GPUUUID))
     group = next((annotations[a] for a in GROUP_ANNOTATIONS if annotations.get(a)), "")

@@ -1,10 +1,10 @@
 """``ClusterCache``: the watch-fed caches behind every ``ClusterView`` the webhook and controller use.
 
-One informer each for Nodes, Queues and PodGroups. ``snapshot(config)`` is called on every
-admission request, so it must be cheap: the built view is kept until an informer changes (or the
-config object does), and on a change only the nodes that changed are parsed again. The view is
-``synced`` only when all three informers have completed a LIST; before that the core refuses to
-decide (seed 001).
+One informer each for Nodes, Queues, PodGroups, HyperNodes, GPULedgers and GangPlacements.
+``snapshot(config)`` is called on every admission request, so it must be cheap: the built view is
+kept until an informer changes (or the config object does), and on a change only the nodes that
+changed are parsed again. The view is ``synced`` only when all informers have completed a LIST;
+before that the core refuses to decide (seed 001).
 
 Consumers that react to change (the queue audit) wait on ``wait_for_change(version)``.
 """
@@ -21,7 +21,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.informer import Informer, InformerEvent
-from vgpu_guard.kube.resources import NODES, PODGROUPS, QUEUES
+from vgpu_guard.kube.resources import GANG_PLACEMENTS, HYPERNODES, LEDGERS, NODES, PODGROUPS, QUEUES
 
 __all__ = ["ClusterCache"]
 
@@ -49,7 +49,17 @@ class ClusterCache:
         self.nodes = informer(NODES)
         self.queues = informer(QUEUES)
         self.podgroups = informer(PODGROUPS)
-        self._informers = (self.nodes, self.queues, self.podgroups)
+        self.hypernodes = informer(HYPERNODES)
+        self.ledgers = informer(LEDGERS)
+        self.gang_placements = informer(GANG_PLACEMENTS)
+        self._informers = (
+            self.nodes,
+            self.queues,
+            self.podgroups,
+            self.hypernodes,
+            self.ledgers,
+            self.gang_placements,
+        )
         self._tick = asyncio.Event()
         for inf in self._informers:
             inf.add_handler(self._changed)
@@ -66,7 +76,7 @@ class ClusterCache:
 
     @property
     def synced(self) -> bool:
-        """All three caches listed once: gate readiness and decisions on this."""
+        """All caches listed once: gate readiness and decisions on this."""
         return all(inf.synced for inf in self._informers)
 
     @property
@@ -91,7 +101,7 @@ class ClusterCache:
     # -- running ----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run the three informers until cancelled (each retries on its own; none ends the others)."""
+        """Run the informers until cancelled (each retries on its own; none ends the others)."""
         tasks = [
             asyncio.create_task(inf.run(), name=f"informer-{inf.resource.plural}") for inf in self._informers
         ]
@@ -121,6 +131,9 @@ class ClusterCache:
             nodes=MappingProxyType(self._nodes(config)),
             queues=MappingProxyType({name: obj for (_, name), obj in self.queues.items.items()}),
             podgroups=MappingProxyType(dict(self.podgroups.items)),
+            hypernodes=MappingProxyType({name: obj for (_, name), obj in self.hypernodes.items.items()}),
+            ledgers=MappingProxyType({name: obj for (_, name), obj in self.ledgers.items.items()}),
+            gang_placements=MappingProxyType(dict(self.gang_placements.items)),
             synced=self.synced,
             source="cluster",
         )

@@ -103,5 +103,10 @@ RULES: dict[str, Rule] = {
             "a queue resource value is not a Kubernetes quantity",
             "write e.g. 32, 500m or 64Gi",
         ),
+        Rule(
+            "ib-cluster",
+            "all pods of a gang run in one InfiniBand cluster",
+            "make room in one cluster, lower minMember, or remove a pin that contradicts the gang's cluster",
+        ),
     )
 }

@@ -1,0 +1,73 @@
+"""Releasing gangs' IB-cluster reservations when the gang is over.
+
+A GangPlacement reserves capacity in its cluster for the members not yet placed. It goes when its
+PodGroup is deleted or Completed and no pod of the group is still alive (the owner reference lets
+a real cluster's garbage collector delete it with the PodGroup too; this pass also covers gangs
+whose PodGroup never existed and Completed groups). Deletes carry the object's uid as a
+precondition, so a placement re-created for a new gang of the same name is never removed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.gang import gang_of, stale_placements
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
+from vgpu_guard.kube.resources import GANG_PLACEMENTS, PODGROUPS, PODS
+from vgpu_guard.logs import audit
+
+__all__ = ["release_finished_gangs"]
+
+log = logging.getLogger("vgpu_guard.controller.gangs")
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status")
+    return not (isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"))
+
+
+async def release_finished_gangs(client: ClusterClient, config: GuardConfig) -> list[tuple[str, str]]:
+    """Delete the placements of finished gangs; returns (namespace, group) of those deleted.
+
+    Never raises for API errors (logged; the next pass tries again)."""
+    try:
+        placements = (await client.list(GANG_PLACEMENTS)).items
+    except (NotFound, Unsupported):
+        return []  # our GangPlacement CRD is not installed: IB pinning is not in use
+    except KubeError as e:
+        log.warning("cannot list gang placements: %s", e)
+        return []
+    if not placements:
+        return []
+    try:
+        podgroups = (await client.list(PODGROUPS)).items
+    except (NotFound, Unsupported):
+        podgroups = []
+    except KubeError as e:
+        log.warning("cannot list podgroups to release gang placements: %s", e)
+        return []
+    try:
+        pods = (await client.list(PODS)).items
+    except KubeError as e:
+        log.warning("cannot list pods to release gang placements: %s", e)
+        return []
+    live = frozenset((g[0], g[1]) for p in pods if _live(p) and (g := gang_of(p)) is not None)
+    view = ClusterView.from_objects([*placements, *podgroups], config)
+    deleted = []
+    for namespace, group in stale_placements(view, live_groups=live):
+        uid = view.gang_placements[(namespace, group)].get("metadata", {}).get("uid")
+        try:
+            await client.delete(GANG_PLACEMENTS, group, namespace=namespace, uid=uid)
+        except (NotFound, Conflict):
+            continue  # already gone, or replaced by a new gang of the same name
+        except KubeError as e:
+            log.warning("cannot release gang placement %s/%s: %s", namespace, group, e)
+            continue
+        deleted.append((namespace, group))
+        audit("gang-released", namespace=namespace, group=group)
+    return deleted
