@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from vgpu_guard.engine.config import MigGeometry, MigGeometryGroup, MigModelGeometries
 
-__all__ = ["MigChoice", "geometries_for", "round_to_profile", "usable_mib"]
+__all__ = ["MigChoice", "card_family", "geometries_for", "round_to_profile", "usable_mib"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,8 @@ _USABLE: dict[str, dict[str, int]] = {
 _SLICES = re.compile(r"^(\d+)g\.")
 
 
-def _family(card_type: str) -> str | None:
+def card_family(card_type: str) -> str | None:
+    """The MIG-capable GPU family of a card type (A30, A100-40GB, ..., H20), None when unknown."""
     upper = card_type.upper()
     if "A30" in upper:
         return "A30"
@@ -112,7 +113,7 @@ def usable_mib(card_type: str, profile: str) -> int | None:
     Names differ across drivers (3g.39gb vs 3g.40gb, 7g.79gb vs 7g.80gb), so an unknown name
     falls back to the one known profile with the same compute-slice count, if it is unique.
     """
-    family = _family(card_type)
+    family = card_family(card_type)
     if family is None:
         return None
     table = _USABLE[family]

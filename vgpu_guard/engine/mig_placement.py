@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from vgpu_guard.engine.config import MigGeometryGroup
+from vgpu_guard.engine.mig import card_family
 
 __all__ = ["SlotLayout", "group_layout", "profile_slices", "total_slices"]
 
@@ -41,24 +42,9 @@ class SlotLayout:
     size: int | None
 
 
-def _family(card_type: str) -> str | None:
-    upper = card_type.upper()
-    if "A30" in upper:
-        return "A30"
-    if "A100" in upper:
-        return "A100-80GB" if "80G" in upper else "A100-40GB"
-    if "H100" in upper:
-        return "H100-80GB"
-    if "H200" in upper:
-        return "H200"
-    if "H20" in upper:
-        return "H20"
-    return None
-
-
 def total_slices(card_type: str) -> int | None:
     """Memory slices of a card (8, or 4 on an A30), None when the family is unknown."""
-    family = _family(card_type)
+    family = card_family(card_type)
     if family is None:
         return None
     return 4 if family == "A30" else 8
@@ -70,7 +56,7 @@ def profile_slices(card_type: str, profile: str) -> tuple[tuple[int, ...], int] 
     Names drift across drivers (3g.39gb vs 3g.40gb), so we match on the ``<n>g`` prefix; among
     1g profiles the family's double-memory one (e.g. 1g.10gb on A100-40GB) takes two slices.
     """
-    family = _family(card_type)
+    family = card_family(card_type)
     match = _SLICES.match(profile)
     if family is None or match is None:
         return None
