@@ -313,6 +313,7 @@ NEEDS: list[tuple[str, str, str, str, str | None, str | None]] = [
         for v in ("create", "patch")
     ],
     *[(CONTROLLER_SA, v, "", "nodes", None, None) for v in ("get", "list", "watch")],
+    *[(CONTROLLER_SA, v, "topology.volcano.sh", "hypernodes", None, None) for v in ("list", "watch")],
     *[
         (CONTROLLER_SA, v, "scheduling.volcano.sh", r, None, None)
         for r in ("queues", "podgroups")
