@@ -1,0 +1,236 @@
+"""Fixtures of the end-to-end suite: one installation per backend and session, one namespace per story.
+
+    guard    (session) the backend's API server with the chart installed through the API, the
+             suite's nodes, the kubelet and device-plugin stand-ins, and the local processes
+             e2e-webhook-0 and e2e-controller-0 running; parametrised over the backends
+             "double" (always) and "cluster" (when E2E_KUBECONFIG is set)
+    env      (story) a fresh namespace, an admin client, the default processes running again,
+             and tear-down that undoes the story's faults even when it fails
+
+Tear-down runs on failure too: the session's in ``finally`` (webhook configurations first, then
+the processes, the chart's objects and the nodes), each story's in its fixture.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.harness import (
+    NODE_SET,
+    POOL_LABEL,
+    SUITE_LABEL,
+    Backend,
+    ClusterBackend,
+    DoubleBackend,
+    Guard,
+    background,
+    create_nodes,
+    delete_nodes,
+    device_plugin,
+    heartbeat,
+)
+from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.errors import NotFound
+from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, PODS, Resource
+
+Obj = dict[str, Any]
+WEBHOOK_0 = "e2e-webhook-0"
+CONTROLLER_0 = "e2e-controller-0"
+
+_CLUSTER_SKIP = (
+    "backend cluster: set E2E_KUBECONFIG=<kubeconfig> to run the same stories against a real cluster "
+    "(see README, End-to-end tests)"
+)
+BACKENDS = ["double", "cluster"]
+_NOT_RUN: list[int] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without E2E_KUBECONFIG the cluster backend's stories are left out, said in one line."""
+    if os.environ.get("E2E_KUBECONFIG"):
+        return
+    cluster = [i for i in items if _backend_of(i) == "cluster"]
+    if cluster:
+        config.hook.pytest_deselected(items=cluster)
+        items[:] = [i for i in items if _backend_of(i) != "cluster"]
+        _NOT_RUN.append(len(cluster))
+
+
+def _backend_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("backend_name") if callspec is not None else None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _NOT_RUN:
+        terminalreporter.write_line(f"SKIPPED {_CLUSTER_SKIP} ({sum(_NOT_RUN)} stories not run on it)")
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+async def _backend(name: str, workdir: Path) -> DoubleBackend | ClusterBackend:
+    backend: DoubleBackend | ClusterBackend
+    if name == "double":
+        backend = DoubleBackend(workdir)
+    else:
+        backend = ClusterBackend(workdir, os.environ["E2E_KUBECONFIG"])
+    await backend.start()
+    return backend
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def guard(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Guard]:
+    workdir = tmp_path_factory.mktemp(f"e2e-{backend_name}")
+    backend = await _backend(backend_name, workdir)
+    clients: list[AioClusterClient] = []
+    try:
+        for _ in range(3):
+            clients.append(await AioClusterClient.from_kubeconfig(str(backend.admin_kubeconfig)))
+        admin, beat, plugin = clients
+        installed = Guard(backend, workdir, admin)
+        try:
+            await installed.install()
+            await create_nodes(admin)
+            async with background(heartbeat(beat), device_plugin(plugin)):
+                await installed.ensure("webhook", WEBHOOK_0)
+                await installed.ensure("controller", CONTROLLER_0)
+                yield installed
+        finally:
+            try:
+                await installed.uninstall()
+            finally:
+                await delete_nodes(admin)
+    finally:
+        for c in clients:
+            await c.close()
+        await backend.close()
+
+
+@dataclass
+class Env:
+    """One story's view: the admin client, its namespace, and what to undo afterwards."""
+
+    guard: Guard
+    api: AioClusterClient
+    ns: str
+    undo: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+
+    @property
+    def backend(self) -> Backend:
+        return self.guard.backend
+
+    async def create(self, resource: Resource, obj: Obj, *, dry_run: bool = False) -> tuple[Obj, list[str]]:
+        """Create ``obj``; returns what the API server stored and the Warning headers it sent."""
+        before = len(self.api.warnings)
+        namespace = self.ns if resource.namespaced else None
+        out = await self.api.create(resource, obj, namespace=namespace, dry_run=dry_run)
+        return out, self.api.warnings[before:]
+
+    async def pod(self, name: str) -> Obj:
+        return await self.api.get(PODS, name, namespace=self.ns)
+
+    async def pods(self) -> list[Obj]:
+        return (await self.api.list(PODS, namespace=self.ns)).items
+
+    async def events(self, name: str) -> list[Obj]:
+        from tests.e2e.harness import EVENTS_V1
+
+        items = (await self.api.list(EVENTS_V1, namespace=self.ns)).items
+        return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
+
+    async def ledger(self, node: str) -> Obj | None:
+        try:
+            return await self.api.get(LEDGERS, node)
+        except NotFound:
+            return None
+
+
+def gpu_pod(
+    name: str,
+    memory: int | str,
+    *,
+    pool: str,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    """A vGPU pod as users write it for Volcano (schedulerName volcano), pinned to a suite pool."""
+    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(memory)}
+    assert pool in {n.pool for n in NODE_SET}, pool
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {SUITE_LABEL: "e2e", **(labels or {})},
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "nodeSelector": {POOL_LABEL: pool},
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": limits}}],
+        },
+    }
+
+
+def plain_pod(name: str, annotations: dict[str, str] | None = None) -> Obj:
+    """A pod that asks for no GPU."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {SUITE_LABEL: "e2e"}, "annotations": dict(annotations or {})},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+def ca_bundle(guard: Guard) -> str:
+    return base64.b64encode(guard.ca_pem).decode()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env(guard: Guard) -> AsyncIterator[Env]:
+    await guard.ensure("webhook", WEBHOOK_0)
+    await guard.ensure("controller", CONTROLLER_0)
+    api = await AioClusterClient.from_kubeconfig(str(guard.backend.admin_kubeconfig))
+    namespace = await api.create(
+        NAMESPACES,
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"generateName": "e2e-", "labels": {SUITE_LABEL: "e2e"}},
+        },
+    )
+    story = Env(guard, api, namespace["metadata"]["name"])
+    try:
+        yield story
+    finally:
+        try:
+            for action in reversed(story.undo):
+                await action()
+            for identity, proc in guard.processes.items():
+                if identity not in (WEBHOOK_0, CONTROLLER_0):
+                    await proc.stop()
+            # Bound pods on kubelet-less nodes never finish a graceful deletion: force them.
+            for pod in await story.pods():
+                with contextlib.suppress(NotFound):
+                    await api.delete(
+                        PODS, pod["metadata"]["name"], namespace=story.ns, grace_period_seconds=0
+                    )
+            with contextlib.suppress(NotFound):
+                await api.delete(NAMESPACES, story.ns)
+        finally:
+            for proc in guard.processes.values():
+                print(f"----- {proc.identity} (last lines) -----\n{proc.tail(3000)}")
+            await api.close()
