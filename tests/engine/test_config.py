@@ -11,15 +11,14 @@ import yaml
 
 from vgpu_guard.configfile import ConfigError, load_config
 
-SEED_003 = next(Path(__file__).resolve().parents[3].glob("shared/seeds/003_*.txt"), None)
+# Copied verbatim from seed 003 (the comment line above the object is the only addition), so the
+# test runs on a clone with nothing beside it.
+SEED_003 = Path(__file__).resolve().parents[1] / "fixtures" / "seed-003-device-configmap.yaml"
 
 
 def _seed_003_configmap() -> str:
     """The volcano-vgpu-device-config ConfigMap exactly as seed 003 prints it."""
-    assert SEED_003 is not None, "seed 003 not found beside the repository"
-    text = SEED_003.read_text(encoding="utf-8")
-    start = text.index("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: volcano-vgpu-device-config")
-    return text[start : text.index("\n---", start)]
+    return SEED_003.read_text(encoding="utf-8")
 
 
 @pytest.fixture
