@@ -16,9 +16,10 @@ from typing import Any
 from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest, Phase, decide
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.gang import gang_of, ib_enabled
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, KubeError
-from vgpu_guard.kube.resources import GANG_PLACEMENTS
+from vgpu_guard.kube.resources import GANG_PLACEMENTS, PODGROUPS
 
 __all__ = ["decide_and_record"]
 
@@ -37,6 +38,32 @@ def _cannot_record(why: str) -> AdmissionDecision:
     )
 
 
+async def _with_podgroup(
+    request: AdmissionRequest, view: ClusterView, config: GuardConfig, client: ClusterClient | None
+) -> ClusterView:
+    """Make sure a gang member's PodGroup is in the view before its cluster is chosen.
+
+    Volcano's job controller creates the PodGroup and then the pods at once; the watch that feeds
+    our cache can lag by a few milliseconds, and without the PodGroup the gang would be sized as one
+    member and possibly pinned to a cluster too small for it. So on a cache miss, and only then, the
+    webhook reads the PodGroup (one GET). Not found: the pod's group really has no PodGroup.
+    """
+    pod = request.object
+    if client is None or pod is None or request.resource != "pods" or not ib_enabled(config):
+        return view
+    member = gang_of(pod)
+    if (
+        member is None
+        or (member[0], member[1]) in view.podgroups
+        or (member[0], member[1]) in view.gang_placements
+    ):
+        return view
+    try:
+        return view.with_admitted(await client.get(PODGROUPS, member[1], namespace=member[0]))
+    except KubeError:
+        return view  # NotFound: no PodGroup; other errors: decide on what the cache has
+
+
 def _where(obj: Mapping[str, Any]) -> tuple[str, str]:
     metadata = obj.get("metadata")
     assert isinstance(metadata, Mapping)
@@ -52,6 +79,7 @@ async def decide_and_record(
     client: ClusterClient | None,
 ) -> AdmissionDecision:
     """``decide``, then create what the decision says must exist before the answer goes out."""
+    view = await _with_podgroup(request, view, config, client)
     for _ in range(_MAX_ROUNDS):
         decision = decide(request, view, config, phase=phase)
         if not decision.persist or request.dry_run or not decision.allowed:

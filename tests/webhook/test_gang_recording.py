@@ -25,7 +25,7 @@ from tests.webhook.conftest import admission_review
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, unavailable_error
-from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES
+from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
@@ -161,3 +161,24 @@ async def test_an_api_that_cannot_record_gets_a_retriable_503(
         "[ib-cluster] vgpu-guard could not record the gang's IB cluster (injected fault: the server is currently "
         "unable to handle the request); retry in a few seconds"
     )
+
+
+async def test_a_podgroup_the_cache_has_not_seen_yet_is_read_before_choosing(
+    store: Store, http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    # Volcano creates the PodGroup and the pods at once: the webhook's cache may not have the
+    # PodGroup yet. Sized as one member the gang would go to the tightest cluster (ib-b, 2 nodes);
+    # with the PodGroup read (minMember 4) it must go to ib-a.
+    volcano_crd = (
+        Path(__file__).resolve().parents[2]
+        / "vgpu_guard/data/crds/volcano/scheduling.volcano.sh_podgroups.yaml"
+    )
+    store.create(CRDS, yaml.safe_load(volcano_crd.read_text()))
+    store.create(
+        PODGROUPS, {**podgroup("wide", 4), "metadata": {"name": "wide", "namespace": "ml"}}, namespace="ml"
+    )
+    async with AsyncExitStack() as stack:
+        webhook = await start(stack, [], MemoryClusterClient(store), server_ssl)
+        response = await mutate(http, webhook, member("wide", 0))
+    assert stamped(member("wide", 0), response) == ["ib-a"]
+    assert store.get(GANG_PLACEMENTS, "wide", namespace="ml")["spec"]["minMember"] == 4

@@ -195,9 +195,11 @@ class ClusterView:
             return self
         if obj.get("kind") == "Queue":
             return replace(self, queues={**self.queues, metadata["name"]: obj})
+        key = (str(metadata.get("namespace") or "default"), metadata["name"])
         if obj.get("kind") == "GangPlacement":
-            key = (str(metadata.get("namespace") or "default"), metadata["name"])
             return replace(self, gang_placements={**self.gang_placements, key: obj})
+        if obj.get("kind") == "PodGroup":
+            return replace(self, podgroups={**self.podgroups, key: obj})
         return self
 
     @cached_property
