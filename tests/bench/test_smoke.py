@@ -1,0 +1,32 @@
+"""Every benchmark runs in ``--smoke`` mode (tiny sizes), so the scripts cannot rot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.mark.parametrize(
+    ("script", "expect"),
+    [
+        ("allocator_bench.py", "idx/scan"),
+        ("ledger_rebuild_bench.py", "adopt: no ledgers"),
+        ("webhook_bench.py", "x floor"),
+    ],
+)
+def test_smoke(script: str, expect: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout
+    assert "skipped" not in done.stdout and "failed" not in done.stdout, done.stdout
