@@ -13,17 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import jsonpatch
-
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
+from vgpu_guard.engine.patch import diff
 from vgpu_guard.engine.rules.pods_mutate import normalise_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 from vgpu_guard.engine.rules.queues_validate import admit_queue
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
 from vgpu_guard.engine.topology import stamp_cluster
-from vgpu_guard.engine.vgpu_request import vgpu_containers
+from vgpu_guard.engine.vgpu_request import requests_vgpu
 from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
 
 __all__ = [
@@ -131,7 +130,7 @@ def _not_synced(what: str) -> AdmissionDecision:
 
 def _has_vgpu(pod: Mapping[str, Any], config: GuardConfig) -> bool:
     spec = pod.get("spec")
-    return isinstance(spec, Mapping) and any(True for _ in vgpu_containers(spec, config.nvidia))
+    return isinstance(spec, Mapping) and requests_vgpu(spec, config.nvidia)
 
 
 def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
@@ -153,7 +152,7 @@ def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfi
         if decision.cluster is not None:
             stamp_cluster(work, decision.cluster, decision.clusters)
         persist = (decision.persist,) if decision.persist is not None else ()
-    patch = jsonpatch.make_patch(dict(pod), work).patch
+    patch = diff(pod, work)
     return AdmissionDecision(
         allowed=True,
         warnings=tuple(clip_warnings(warnings)),

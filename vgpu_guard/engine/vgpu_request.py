@@ -16,7 +16,15 @@ from typing import Any, Literal
 from vgpu_guard.engine.config import NvidiaConfig
 from vgpu_guard.engine.quantity import ParsedQuantity, QuantityError, parse_quantity
 
-__all__ = ["CONTAINER_LISTS", "ContainerVgpu", "VgpuKey", "VgpuValue", "resource_names", "vgpu_containers"]
+__all__ = [
+    "CONTAINER_LISTS",
+    "ContainerVgpu",
+    "VgpuKey",
+    "VgpuValue",
+    "requests_vgpu",
+    "resource_names",
+    "vgpu_containers",
+]
 
 CONTAINER_LISTS = ("initContainers", "containers")
 VgpuKey = Literal["number", "memory", "cores", "percentage"]
@@ -67,6 +75,22 @@ class ContainerVgpu:
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def requests_vgpu(spec: Mapping[str, Any], nvidia: NvidiaConfig) -> bool:
+    """Whether any container sets a vGPU resource: the cheap test every request starts with."""
+    names = set(resource_names(nvidia).values())
+    for list_name in CONTAINER_LISTS:
+        containers = spec.get(list_name)
+        for container in containers if isinstance(containers, list) else ():
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if not isinstance(resources, Mapping):
+                continue
+            for part in ("limits", "requests"):
+                values = resources.get(part)
+                if isinstance(values, Mapping) and not names.isdisjoint(values):
+                    return True
+    return False
 
 
 def vgpu_containers(

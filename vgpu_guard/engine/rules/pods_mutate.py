@@ -17,19 +17,17 @@ A container whose values do not parse is left alone; validation reports it.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
-
-import jsonpatch
 
 from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import MODES, Mode
 from vgpu_guard.engine.mig import MigChoice, round_to_profile, usable_mib
+from vgpu_guard.engine.patch import diff, working_copy
 from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuKey, resource_names, vgpu_containers
 
 __all__ = ["Mutation", "choose_mode", "mutate_pod", "normalise_pod"]
@@ -189,15 +187,15 @@ def normalise_pod(
     pod: Mapping[str, Any], view: ClusterView, config: GuardConfig
 ) -> tuple[dict[str, Any], list[str]]:
     """The mutated copy of ``pod`` and the warnings; ``pod`` itself is not touched."""
-    work: dict[str, Any] = copy.deepcopy(dict(pod))
+    work: dict[str, Any] = working_copy(pod)
     spec = work.get("spec")
     if not isinstance(spec, MutableMapping):
         return work, []
     nvidia = config.nvidia
     names = resource_names(nvidia)
-    containers = [cv for cv in vgpu_containers(spec, nvidia) if _well_formed(cv)]
-    has_vgpu = any(True for _ in vgpu_containers(spec, nvidia))
-    if not has_vgpu:
+    found = list(vgpu_containers(spec, nvidia))
+    containers = [cv for cv in found if _well_formed(cv)]
+    if not found:
         return work, []
     warnings: list[str] = []
     effective: list[tuple[ContainerVgpu, dict[VgpuKey, int]]] = []
@@ -255,5 +253,5 @@ def normalise_pod(
 def mutate_pod(pod: Mapping[str, Any], view: ClusterView, config: GuardConfig) -> Mutation:
     """Normalise a pod and express the change as an RFC 6902 patch against the original."""
     work, warnings = normalise_pod(pod, view, config)
-    patch = jsonpatch.make_patch(dict(pod), work).patch
+    patch = diff(pod, work)
     return Mutation(object=work, patch=list(patch), warnings=warnings)
