@@ -226,7 +226,8 @@ async def run_queue_audit(
                 log.exception("queue audit pass failed; retrying on the next change")
             # A change, or the periodic resync (which also retries events that failed).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(cache.wait_for_change(version), resync_seconds)
+                async with asyncio.timeout(resync_seconds):  # not wait_for: it can swallow a cancel on 3.11
+                    await cache.wait_for_change(version)
             await sleep(debounce_seconds)
     finally:
         if cache_task is not None:

@@ -103,7 +103,10 @@ async def run_controller(
                 await release_finished_gangs(client, config)
             # Wake on a change; renew the Lease every retry period either way.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=retry_seconds)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+                # arrives as a watch wakes the loop, and shutdown then hangs.
+                async with asyncio.timeout(retry_seconds):
+                    await wake.wait()
     finally:
         for task in watchers:
             task.cancel()

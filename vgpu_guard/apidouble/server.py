@@ -502,7 +502,10 @@ async def _watch(
             if remaining <= 0:
                 break
             try:
-                await asyncio.wait_for(wake.wait(), timeout=min(remaining, server.bookmark_interval))
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+                # arrives as the event fires, leaving the stream running after shutdown.
+                async with asyncio.timeout(min(remaining, server.bookmark_interval)):
+                    await wake.wait()
             except TimeoutError:
                 if bookmarks and loop.time() < deadline:
                     await resp.write(_line({"type": "BOOKMARK", "object": w.bookmark()}))

@@ -278,7 +278,8 @@ async def _serve_until_stopped(stop: asyncio.Event, children: list[_Child]) -> i
                 )
                 return 1
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=0.5)
+            async with asyncio.timeout(0.5):
+                await stop.wait()
     return 0
 
 

@@ -254,7 +254,10 @@ class MemoryClusterClient:
                     if wait <= 0:
                         return
                 try:
-                    await asyncio.wait_for(wake.wait(), timeout=wait)
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                    # that arrives as the event fires, and the watch then never ends.
+                    async with asyncio.timeout(wait):
+                        await wake.wait()
                 except TimeoutError:
                     if allow_bookmarks and (deadline is None or loop.time() < deadline):
                         yield WatchEvent("BOOKMARK", w.bookmark())
