@@ -117,3 +117,10 @@ def pod(
         "metadata": metadata,
         "spec": {"containers": copy.deepcopy(list(containers)), **spec},
     }
+
+
+def mutate(obj: Mapping[str, Any], view: ClusterView, config: GuardConfig | None = None) -> Any:
+    """The mutating webhook's decision for a pod CREATE (object, patch, warnings)."""
+    from vgpu_guard.engine.admission import decide, request_for
+
+    return decide(request_for(obj, username="alice"), view, config or default_config(), phase="mutate")

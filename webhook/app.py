@@ -18,9 +18,8 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import AdmissionDecision, Phase
+from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, AdmissionDecision, Phase
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.metrics import AdmissionMetrics
@@ -45,24 +44,10 @@ class Route:
     resources: frozenset[tuple[str, str]]
 
 
-_WORKLOAD_RESOURCES = frozenset(
-    (
-        group,
-        {
-            "Deployment": "deployments",
-            "StatefulSet": "statefulsets",
-            "ReplicaSet": "replicasets",
-            "DaemonSet": "daemonsets",
-            "Job": "jobs",
-            "CronJob": "cronjobs",
-        }[kind],
-    )
-    for (group, kind) in WORKLOAD_KINDS
-)
 ROUTES: tuple[Route, ...] = (
     Route("/mutate/pods", "mutate", frozenset({("", "pods")})),
     Route("/validate/pods", "validate", frozenset({("", "pods")})),
-    Route("/validate/workloads", "validate", _WORKLOAD_RESOURCES),
+    Route("/validate/workloads", "validate", WORKLOAD_RESOURCES),
     Route("/validate/queues", "validate", frozenset({("scheduling.volcano.sh", "queues")})),
 )
 

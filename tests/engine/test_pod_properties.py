@@ -11,9 +11,8 @@ import kubernetes_validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.builders import A100_40, config_with, gpu_node, view_of
+from tests.builders import A100_40, config_with, gpu_node, mutate, view_of
 from vgpu_guard.engine.admission import request_for, review_object
-from vgpu_guard.engine.rules.pods_mutate import mutate_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 
 K8S_VERSION = "1.34.0"
@@ -25,12 +24,15 @@ RESOURCES = [
 ]
 VIEW = view_of(
     [
-        gpu_node("a30", count=4),
-        gpu_node("a100", count=8, memory=40960, card_type=A100_40, mode="mig", split=7),
+        gpu_node("a30", count=4, labels={"ib": "ib-a"}),
+        gpu_node(
+            "a100", count=8, memory=40960, card_type=A100_40, mode="mig", split=7, labels={"ib": "ib-b"}
+        ),
     ]
 )
 CONFIGS = [
     config_with(),
+    config_with(topology={"ibClusterLabel": "ib"}),
     config_with(scheduling={"routing": True}),
     config_with(
         deviceConfig={"nvidia": {"defaultMemory": 2048, "defaultCores": 10}}, admission={"defaultMode": "mig"}
@@ -50,7 +52,15 @@ container = st.fixed_dictionaries(
     },
 )
 annotations = st.dictionaries(
-    st.sampled_from(["volcano.sh/vgpu-mode", "vgpu-guard.io/mig-profile", "team", "nvidia.com/use-gputype"]),
+    st.sampled_from(
+        [
+            "volcano.sh/vgpu-mode",
+            "vgpu-guard.io/mig-profile",
+            "team",
+            "nvidia.com/use-gputype",
+            "scheduling.k8s.io/group-name",
+        ]
+    ),
     st.sampled_from(["mig", "hami-core", "x", "A100", ""]),
     max_size=3,
 )
@@ -84,13 +94,19 @@ def _schema_valid_input(obj: dict[str, Any]) -> bool:
 def test_mutation_is_idempotent_and_patches_apply(pod: dict[str, Any], config_index: int) -> None:
     config = CONFIGS[config_index]
     original = copy.deepcopy(pod)
-    first = mutate_pod(pod, VIEW, config)
+    first = mutate(pod, VIEW, config)
     assert pod == original, "mutation must not touch its input"
+    if not first.allowed:  # the mutating webhook denies only for a gang no IB cluster can hold
+        assert first.code == 403 and first.message.startswith("[ib-cluster] ")
+        return
     patched = jsonpatch.JsonPatch(first.patch).apply(copy.deepcopy(pod))
     assert patched == first.object
     assert all(op["op"] in ("add", "replace", "remove") for op in first.patch)
-    second = mutate_pod(first.object, VIEW, config)
-    assert second.patch == [] and second.warnings == []
+    view = VIEW
+    for recorded in first.persist:  # what the webhook recorded (a gang's placement) is seen next time
+        view = view.with_admitted(recorded)
+    second = mutate(first.object, view, config)
+    assert second.patch == () and second.warnings == ()
     assert all(len(w) <= 120 for w in first.warnings)
     if _schema_valid_input(pod):
         kubernetes_validate.validate(patched, K8S_VERSION, strict=True)

@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from tests.builders import A100_40, config_with, default_config, gpu_node, pod, view_of
+from tests.builders import A100_40, config_with, default_config, gpu_node, mutate, pod, view_of
 from vgpu_guard.engine.admission import request_for, review_object
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.rules.pods_mutate import mutate_pod
 
 NUM, MEM, CORES, PCT = (
     "volcano.sh/vgpu-number",
@@ -369,13 +368,13 @@ def test_routing_sets_scheduler_name(view: ClusterView) -> None:
 
 def test_mutation_is_idempotent(view: ClusterView) -> None:
     config = default_config()
-    first = mutate_pod(pod({MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}), view, config)
-    second = mutate_pod(first.object, view, config)
-    assert first.patch and second.patch == [] and second.warnings == []
+    first = mutate(pod({MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}), view, config)
+    second = mutate(first.object, view, config)
+    assert first.patch and second.patch == () and second.warnings == ()
 
 
 def test_patch_escapes_annotation_keys(view: ClusterView) -> None:
-    mutation = mutate_pod(pod({NUM: 1, MEM: 1000}, annotations={"a": "b"}), view, default_config())
+    mutation = mutate(pod({NUM: 1, MEM: 1000}, annotations={"a": "b"}), view, default_config())
     assert {
         "op": "add",
         "path": "/metadata/annotations/volcano.sh~1vgpu-mode",

@@ -26,11 +26,11 @@ from vgpu_guard.engine.vgpu_request import requests_vgpu
 from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
 
 __all__ = [
+    "WORKLOAD_RESOURCES",
     "AdmissionDecision",
     "AdmissionRequest",
     "Phase",
     "decide",
-    "handles",
     "register",
     "request_for",
     "review_object",
@@ -147,10 +147,10 @@ def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfi
             if not denied.allowed:
                 return denied
             warnings = list(denied.warnings)
-        else:
+        elif decision.cluster is None or stamp_cluster(work, decision.cluster, decision.clusters):
+            # The gang's notes go with a change (or with leaving it unpinned): a reinvocation on an
+            # already stamped pod stays silent.
             warnings.extend(decision.warnings)
-        if decision.cluster is not None:
-            stamp_cluster(work, decision.cluster, decision.clusters)
         persist = (decision.persist,) if decision.persist is not None else ()
     patch = diff(pod, work)
     return AdmissionDecision(
@@ -195,6 +195,9 @@ _PLURALS = {
 for _group, _kind in WORKLOAD_KINDS:
     _HANDLERS[("validate", _group, _PLURALS[_kind])] = (_validate_workload, frozenset({"CREATE", "UPDATE"}))
 
+
+# The (group, resource) pairs of workloads whose pod templates are validated.
+WORKLOAD_RESOURCES = frozenset((group, _PLURALS[kind]) for (group, kind) in WORKLOAD_KINDS)
 
 # (group, kind) -> resource plural, for objects that arrive as files rather than AdmissionReviews.
 KIND_RESOURCES: dict[tuple[str, str], str] = {
@@ -248,12 +251,6 @@ register(
     handler=admit_queue,
     operations=frozenset({"CREATE", "UPDATE"}),
 )
-
-
-def handles(phase: Phase, group: str, resource: str) -> frozenset[str]:
-    """The operations we decide for a resource in a phase (empty: not ours)."""
-    entry = _HANDLERS.get((phase, group, resource))
-    return entry[1] if entry else frozenset()
 
 
 def decide(

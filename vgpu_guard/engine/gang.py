@@ -382,14 +382,7 @@ def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfi
             warnings=(f"{_WHO}: gang {namespace}/{group} runs in IB cluster {cluster}; node affinity added",),
         )
     if not clusters.members:
-        how = (
-            f"label {clusters.by_label}"
-            if clusters.by_label
-            else f"HyperNode tier {config.topology.hyper_node_tier}"
-        )
-        return GangDecision(
-            clusters=clusters, warnings=(f"{_WHO}: no IB cluster found ({how}); gang member left unpinned",)
-        )
+        return None  # no node belongs to an IB cluster: nothing to choose
     minimum = _min_member(view, namespace, group)
     min_member = minimum or 1
     try:

@@ -27,9 +27,6 @@ class Clusters:
     members: Mapping[str, frozenset[str]]
     by_label: str | None
 
-    def of(self, node: str) -> str | None:
-        return next((name for name, nodes in self.members.items() if node in nodes), None)
-
 
 def _label_selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     match_labels = selector.get("matchLabels")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
 from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
@@ -27,21 +26,12 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import MODES, Mode
 from vgpu_guard.engine.mig import MigChoice, round_to_profile, usable_mib
-from vgpu_guard.engine.patch import diff, working_copy
+from vgpu_guard.engine.patch import working_copy
 from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuKey, resource_names, vgpu_containers
 
-__all__ = ["Mutation", "choose_mode", "mutate_pod", "normalise_pod"]
+__all__ = ["choose_mode", "normalise_pod"]
 
 _WHO = "vgpu-guard"
-
-
-@dataclass(frozen=True)
-class Mutation:
-    """The mutated pod, the RFC 6902 patch that produces it, and one warning per change."""
-
-    object: dict[str, Any]
-    patch: list[dict[str, Any]]
-    warnings: list[str]
 
 
 def _well_formed(cv: ContainerVgpu) -> bool:
@@ -248,10 +238,3 @@ def normalise_pod(
             f"{_WHO}: set spec.schedulerName={scheduling.scheduler_name} (was {previous}; vGPU routing on)"
         )
     return work, warnings
-
-
-def mutate_pod(pod: Mapping[str, Any], view: ClusterView, config: GuardConfig) -> Mutation:
-    """Normalise a pod and express the change as an RFC 6902 patch against the original."""
-    work, warnings = normalise_pod(pod, view, config)
-    patch = diff(pod, work)
-    return Mutation(object=work, patch=list(patch), warnings=warnings)
