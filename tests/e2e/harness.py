@@ -21,6 +21,7 @@ and stands in for the device plugin by confirming bindings (``volcano.sh/bind-ph
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import base64
 import contextlib
@@ -128,7 +129,7 @@ async def until(what: str, check: Callable[[], Awaitable[Any]], *, within: float
 
 
 # -- backends -----------------------------------------------------------------------------------
-class Backend:
+class Backend(abc.ABC):
     """Where the API server comes from; everything else is shared."""
 
     name: str
@@ -136,8 +137,9 @@ class Backend:
     admin_user: str  # the username webhooks see for the admin kubeconfig
     webhook_host: str  # where the local webhook listens and the API server reaches it
 
+    @abc.abstractmethod
     async def kubeconfig_for(self, namespace: str, service_account: str) -> Path:
-        raise NotImplementedError
+        """A kubeconfig that authenticates as the ServiceAccount (RBAC is enforced on both backends)."""
 
     async def close(self) -> None:
         return None

@@ -235,8 +235,9 @@ def test_unsynced_view_answers_retriable_error() -> None:
     view = view_of([gpu_node("a30")], synced=False)
     result = review(pod({NUM: 1, MEM: 1000}), view)
     assert result.decision.code == 503
-    assert result.decision.message.startswith(
-        "[cluster-state-unknown] vgpu-guard has not finished reading nodes"
+    assert result.decision.message == (
+        "[cluster-state-unknown] vgpu-guard has not finished reading nodes from the API server and will not "
+        "decide on a partial view; retry in a few seconds"
     )
     assert review(pod({"cpu": "1"}), view).decision.allowed  # non-GPU pods are never held up
 
