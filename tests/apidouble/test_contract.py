@@ -569,6 +569,47 @@ async def test_events_are_served_by_both_event_apis(client: Any) -> None:
     assert [e["message"] for e in core.items] == ["ok"]
 
 
+def _event(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "reason": "FailedScheduling",
+        "message": "0/8 nodes",
+        "type": "Warning",
+    }
+
+
+async def test_events_expire_an_event_ttl_after_their_last_write(
+    client: Any, store: Store, fake_clock: FakeClock
+) -> None:
+    # pkg/registry/core/event/storage: TTLFunc gives every Event write (create and update) the
+    # --event-ttl lease (default 1 h); etcd deletes the key when it runs out and watchers see DELETED.
+    assert store.event_ttl.total_seconds() == 3600
+    await client.create(EVENTS, _event("old"))
+    await client.create(EVENTS, _event("kept"))
+    start = (await client.list(EVENTS, namespace="default")).resource_version
+    fake_clock.advance(3000)
+    await client.patch(EVENTS, "kept", {"count": 2}, namespace="default")  # a write renews the lease
+    await client.create(EVENTS, _event("new"))
+    fake_clock.advance(601)
+    names = [e["metadata"]["name"] for e in (await client.list(EVENTS, namespace="default")).items]
+    assert names == ["kept", "new"]
+    with pytest.raises(NotFound):
+        await client.get(EVENTS, "old", namespace="default")
+    changes = await collect(client.watch(EVENTS, resource_version=start, namespace="default"), 3)
+    assert [(e.type, e.object["metadata"]["name"]) for e in changes] == [
+        ("MODIFIED", "kept"),
+        ("ADDED", "new"),
+        ("DELETED", "old"),
+    ]
+    fake_clock.advance(3000)
+    assert (await client.list(EVENTS, namespace="default")).items == []
+    # Other resources never expire.
+    await client.create(PODS, pod("p"))
+    fake_clock.advance(10 * 3600)
+    assert [p["metadata"]["name"] for p in (await client.list(PODS, namespace="default")).items] == ["p"]
+
+
 async def test_priority_class_name_sets_spec_priority(client: Any) -> None:
     # plugin/pkg/admission/priority/admission.go: priorityClassName -> spec.priority; unknown -> 403.
     await client.create(PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000})

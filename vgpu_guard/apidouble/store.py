@@ -19,14 +19,18 @@ Design choices:
   PrepareForCreate/Update, validation) -> validating webhooks -> ``commit`` (preconditions,
   persistence, events). The synchronous ``create``/``replace``/``patch``/``delete``/``bind``
   methods run the three steps without webhooks.
-- Time comes from an injected clock (deletion timestamps, conditions); randomness (uids,
-  generateName) from a seedable ``random.Random``.
+- Time comes from an injected clock (deletion timestamps, conditions, event expiry); randomness
+  (uids, generateName) from a seedable ``random.Random``.
+- Events expire ``event_ttl`` (kube-apiserver's ``--event-ttl``, default 1 h) after their last
+  write, as the etcd lease kube-apiserver attaches to every Event write does: the expired Event
+  is deleted (watchers see DELETED) on the store's next access after that moment.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import json
 import random
 import re
@@ -80,6 +84,7 @@ _DNS1123_SUBDOMAIN = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _TYPE_KEYS = ("apiVersion", "kind")
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+_EVENTS = ("", "events")
 
 
 def deep_copy(value: Any) -> Any:
@@ -251,11 +256,18 @@ class Store:
         watch_window: int = 1000,
         seed: int | None = None,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        event_ttl: timedelta = timedelta(hours=1),
     ):
         if watch_window < 1:
             raise ValueError(f"watch_window must be at least 1, got {watch_window}")
+        if event_ttl <= timedelta(0):
+            raise ValueError(f"event_ttl must be positive, got {event_ttl}")
         self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self.watch_window = watch_window
+        self.event_ttl = event_ttl
+        # (expiry, resourceVersion, key) per Event write; an entry whose version is no longer the
+        # stored one was superseded by a later write (which pushed its own) and is skipped.
+        self._event_expiry: list[tuple[datetime, str, tuple[str, str]]] = []
         self._random = random.Random(seed)
         self._rv = 0
         self._types: dict[tuple[str, str], TypeInfo] = {}  # by (group, plural) of the API
@@ -332,6 +344,7 @@ class Store:
         return obj
 
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
+        self.expire_events()
         info = self.type_of(resource)
         return self.present(info, self._stored(info, namespace, name), resource.version)
 
@@ -346,6 +359,7 @@ class Store:
         continue_token: str | None = None,
     ) -> ObjectList:
         """LIST in key order; ``limit``/``continue`` paginate (the token names the last key)."""
+        self.expire_events()
         info = self.type_of(resource)
         labels, fields = self._selectors(info, label_selector, field_selector)
         list_rv, start = self._rv, None
@@ -403,6 +417,7 @@ class Store:
     ) -> Watch:
         """Start a watch. ``""``/``"0"``/None: synthetic ADDED of the current state, then changes;
         ``N``: every change after N, or ``Expired`` when N has left the window."""
+        self.expire_events()
         info = self.type_of(resource)
         labels, fields = self._selectors(info, label_selector, field_selector)
         w = Watch(
@@ -433,12 +448,33 @@ class Store:
 
     # -- the write pipeline -------------------------------------------------------------------
     def _emit(self, info: TypeInfo, etype: EventType, obj: Obj, prev: Obj | None) -> None:
+        if info.key == _EVENTS and etype != "DELETED":
+            expiry = (self.clock() + self.event_ttl, obj["metadata"]["resourceVersion"], _key_of(info, obj))
+            heapq.heappush(self._event_expiry, expiry)
         hist = self._history[info.key]
         if len(hist.events) == hist.events.maxlen:
             hist.evicted_upto = hist.events[0][0]
         hist.events.append((self._rv, etype, obj, prev))
         for w in list(self._watchers[info.key]):
             w.offer(etype, obj, prev)
+
+    def expire_events(self) -> int:
+        """Delete every Event whose TTL has run out (what etcd's lease expiry does); how many.
+
+        Called on every read and write, so expiry is seen as soon as anything looks."""
+        heap, objects, now = self._event_expiry, self._objects[_EVENTS], None
+        expired = 0
+        while heap:
+            now = now or self.clock()
+            expiry, rv, key = heap[0]
+            if expiry > now:
+                break
+            heapq.heappop(heap)
+            current = objects.get(key)
+            if current is not None and current["metadata"]["resourceVersion"] == rv:
+                self._remove(self._types[_EVENTS], current, current)
+                expired += 1
+        return expired
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -948,6 +984,7 @@ class Store:
 
         For pods/binding the answer is a Status Success (code 201). Raises ``RetryWrite`` when an
         unconditional write lost a race against another write since ``prepare_*``."""
+        self.expire_events()
         self.complete(pending)
         info = pending.info
         if pending.subresource == "binding":
