@@ -178,6 +178,7 @@ class RaceMachine:
     cluster: Cluster = field(default_factory=Cluster)
     nodes: dict[str, NodeState] = field(default_factory=dict)
     names: list[str] = field(default_factory=list)
+    groups: dict[str, set[str]] = field(default_factory=dict)  # PodGroup -> members not yet deleted
     replicas: dict[str, AllocationController] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     crash_points: set[tuple[int, When]] = field(default_factory=set)
@@ -217,12 +218,14 @@ class RaceMachine:
             },
             namespace="default",
         )
+        self.groups[group] = set()
         for i in range(size):
             name = f"{group}-{i}"
             self.cluster.create_pod(
                 vgpu_pod(name, memory=memory, annotations={"scheduling.k8s.io/group-name": group})
             )
             self.names.append(name)
+            self.groups[group].add(name)
         self.counts["op:gang-arrival"] += 1
         self.counts["op:gang-member-create"] += size
 
@@ -233,12 +236,26 @@ class RaceMachine:
         try:
             if how == "delete":
                 self.cluster.delete_pod(name)
-                self.names.remove(name)
+                self._gone(name)
             else:
                 self.cluster.finish_pod(name, phase="Succeeded" if index % 2 else "Failed")
         except NotFound:  # already gone: fine for a random program
-            self.names.remove(name)
+            self._gone(name)
         self.counts[f"op:pod-{how}"] += 1
+
+    def _gone(self, name: str) -> None:
+        """Forget a deleted pod; a gang's PodGroup goes with its last member, as the owning Job's
+        garbage collection deletes it (otherwise a long run lists thousands of dead PodGroups)."""
+        if name in self.names:
+            self.names.remove(name)
+        group = name.rpartition("-")[0]
+        members = self.groups.get(group)
+        if members is None:
+            return
+        members.discard(name)
+        if not members:
+            del self.groups[group]
+            self.cluster.store.delete(PODGROUPS, group, namespace="default")
 
     def _patch_node(self, name: str) -> None:
         state = self.nodes[name]
@@ -274,8 +291,7 @@ class RaceMachine:
                 for pod in self.cluster.pods():
                     if pod["spec"].get("nodeName") == name:
                         self.cluster.delete_pod(pod["metadata"]["name"])
-                        if pod["metadata"]["name"] in self.names:
-                            self.names.remove(pod["metadata"]["name"])
+                        self._gone(pod["metadata"]["name"])
         else:
             name = present[pick % len(present)]
             state = self.nodes[name]

@@ -42,16 +42,21 @@ REGISTER_ACTIONS = ("grow", "shrink", "add-gpu", "remove-gpu", "split")
 
 
 def cluster_op(machine: RaceMachine, rng: random.Random) -> None:
+    # A crowded cluster sheds pods faster than it gains them (gangs and pods created mid-pass
+    # included), so the live population stays near LIVE_PODS however long the run.
     crowded = len(machine.names) > LIVE_PODS
     roll = rng.random()
-    if roll < (0.15 if crowded else 0.40):
+    if roll < (0.10 if crowded else 0.40):
         machine.create(rng.choice(MEMORIES), rng.choice((1, 1, 1, 2)))
-    elif roll < 0.45:
+    elif roll < 0.50:
         machine.end(rng.randrange(1_000), "delete")
     elif roll < 0.60:
         machine.end(rng.randrange(1_000), "finish")
     elif roll < 0.66:
-        machine.gang(rng.randint(2, 4), rng.choice((4096, 8192)))
+        if not crowded:
+            machine.gang(rng.randint(2, 4), rng.choice((4096, 8192)))
+        else:
+            machine.end(rng.randrange(1_000), "delete")
     elif roll < 0.76:
         machine.node(rng.choice(NODE_ACTIONS), rng.randrange(10))
     elif roll < 0.92:
