@@ -29,7 +29,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
 from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
 from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
 from vgpu_guard.engine.assignment import AssignmentError, adopted_allocation, allocation_annotations
@@ -43,7 +43,6 @@ from vgpu_guard.engine.ledger import (
     check_write,
     decode_ledger,
     encode_ledger,
-    gpu_usage,
 )
 from vgpu_guard.engine.pod_request import (
     GROUP_ANNOTATIONS,
@@ -557,19 +556,14 @@ class AllocationController:
     async def _report_violations(
         self, view: ClusterView, ledgers: Mapping[str, NodeLedger], node_objs: Sequence[Obj]
     ) -> None:
-        """Gauges per GPU, and a loud report of any broken invariant (pre-existing overcommit)."""
+        """A loud report of any broken invariant (pre-existing overcommit), and the metrics snapshot."""
         factor = self.config.nvidia.gpu_memory_factor
         nodes_by_name = {str(_meta(o).get("name")): o for o in node_objs}
+        counts: dict[str, int] = {}
         for name, info in view.nodes.items():
             ledger = ledgers.get(name) or NodeLedger(node=name)
-            usage = gpu_usage(ledger.allocations.values())
-            for gpu in info.gpus:
-                u = usage.get(gpu.uuid)
-                self.metrics.memory_total.labels(name, gpu.uuid).set(gpu.memory * factor)
-                self.metrics.memory_used.labels(name, gpu.uuid).set(u.memory if u else 0)
-                self.metrics.cores_used.labels(name, gpu.uuid).set(u.cores if u else 0)
             violations = check_invariants(ledger, info, memory_factor=factor)
-            self.metrics.violations.labels(name).set(len(violations))
+            counts[name] = len(violations)
             messages = frozenset(v.message for v in violations)
             if messages and messages != self._reported_violations.get(name):
                 text = "; ".join(sorted(messages))
@@ -586,3 +580,4 @@ class AllocationController:
                     type_="Warning",
                 )
             self._reported_violations[name] = messages
+        self.metrics.ledgers.snapshot = LedgerSnapshot(view.nodes, ledgers, counts, factor)

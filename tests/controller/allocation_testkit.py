@@ -59,10 +59,19 @@ class Cluster:
             self.store.create(NODES, node)
         self.config = cfg or config()
 
-    def replica(self, identity: str = "r1", faults: FaultPlan | None = None) -> AllocationController:
+    def replica(
+        self,
+        identity: str = "r1",
+        faults: FaultPlan | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> AllocationController:
         client = MemoryClusterClient(self.store, faults=faults)
         return AllocationController(
-            client, self.config, identity=identity, clock=self.clock, registry=CollectorRegistry()
+            client,
+            self.config,
+            identity=identity,
+            clock=self.clock,
+            registry=registry if registry is not None else CollectorRegistry(),
         )
 
     # --- objects ---------------------------------------------------------------------------------

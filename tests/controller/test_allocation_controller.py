@@ -163,7 +163,8 @@ async def test_pre_existing_overcommit_is_reported_loudly_and_not_evicted(
     cluster = Cluster([gpu_node("a", 2)])
     for i in range(3):
         cluster.bound_with_assignment(f"old-{i}", node="a", ids="GPU-a-0,NVIDIA,12288,0:", memory=12288)
-    controller = cluster.replica()
+    registry = CollectorRegistry()
+    controller = cluster.replica(registry=registry)
     cluster.create_pod(vgpu_pod("new", memory=1000, annotations={"volcano.sh/vgpu-use-gpuuuid": "GPU-a-0"}))
     with caplog.at_level(logging.INFO, logger="vgpu_guard.audit"):
         await cluster.converge(controller)
@@ -174,7 +175,31 @@ async def test_pre_existing_overcommit_is_reported_loudly_and_not_evicted(
     assert "new" not in cluster.bound()
     audits = [json.loads(json.dumps(r.__dict__["audit"])) for r in caplog.records if hasattr(r, "audit")]
     assert {a["event"] for a in audits} >= {"adoption", "overcommit"}
-    assert controller.metrics.violations.labels("a")._value.get() == 1
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "a"}) == 1
+
+
+async def test_gpu_gauges_mirror_the_last_pass_and_forget_removed_nodes() -> None:
+    cluster = Cluster([gpu_node("a", 2), gpu_node("b", 1)])
+    registry = CollectorRegistry()
+    controller = cluster.replica(registry=registry)
+    cluster.create_pod(
+        vgpu_pod("one", memory=10000, cores=30, annotations={"volcano.sh/vgpu-use-gpuuuid": "GPU-a-1"})
+    )
+    await cluster.converge(controller)
+
+    def sample(name: str, node: str, gpu: str) -> float | None:
+        return registry.get_sample_value(name, {"node": node, "gpu": gpu})
+
+    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-1") == 10000
+    assert sample("vgpu_guard_gpu_cores_used_percent", "a", "GPU-a-1") == 30
+    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-0") == 0
+    assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") == 24576
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "b"}) == 0
+    cluster.delete_pod("one")
+    cluster.store.delete(NODES, "b")
+    await cluster.converge(controller)
+    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-1") == 0
+    assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") is None  # no stale series
 
 
 async def test_crash_between_ledger_write_and_binding_resumes_the_reservation() -> None:
