@@ -14,7 +14,9 @@ from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, Resource
+
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 SEED_000_MESSAGE = (
     "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
@@ -133,12 +135,20 @@ async def test_gang_of_four_with_room_for_three_binds_none() -> None:
 
 
 async def test_priority_decides_who_gets_the_last_gpu() -> None:
+    # The low-priority pod comes first by name and by creation: only the priority can put "b-high" first.
     cluster = Cluster([gpu_node("a", 1)])
+    for name, value in (("low", 1), ("high", 1000)):
+        cluster.store.create(PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
     controller = cluster.replica()
-    cluster.create_pod(vgpu_pod("low", memory=20000, priority=1))
-    cluster.create_pod(vgpu_pod("high", memory=20000, priority=1000))
+    low = vgpu_pod("a-low", memory=20000)
+    low["spec"]["priorityClassName"] = "low"
+    cluster.create_pod(low)
+    cluster.clock.advance(1)
+    high = vgpu_pod("b-high", memory=20000)
+    high["spec"]["priorityClassName"] = "high"
+    cluster.create_pod(high)
     await cluster.converge(controller)
-    assert list(cluster.bound()) == ["high"]
+    assert list(cluster.bound()) == ["b-high"]
 
 
 async def test_deleted_and_finished_pods_are_released() -> None:

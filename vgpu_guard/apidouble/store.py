@@ -601,7 +601,9 @@ class Store:
             if pc is not None:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = int(pc.get("value", 0)) if pc is not None else 0
-        if "priority" in spec and spec["priority"] != value and wanted:
+        # Any integer priority the client sent must equal the computed one, with or without a
+        # class name (admitPod: "must not be provided in pod spec").
+        if spec.get("priority") is not None and spec["priority"] != value:
             raise st.forbidden(
                 "the integer value of priority "
                 f"({spec['priority']}) must not be provided in pod spec; priority admission controller "
