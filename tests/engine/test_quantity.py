@@ -47,6 +47,26 @@ def test_invalid_quantities_raise_with_the_value(raw: object) -> None:
     assert str(info.value)
 
 
+@pytest.mark.parametrize("raw", ["12", "١٢", "12Gi", "\u00b2", "+7", " 3 "])
+def test_repeated_parses_agree_and_errors_repeat(raw: str) -> None:
+    # Short strings are served from a cache: the second answer must be the first, errors included.
+    outcomes = []
+    for _ in range(2):
+        try:
+            outcomes.append(parse_quantity(raw))
+        except QuantityError as e:
+            outcomes.append(str(e))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_padded_strings_are_parsed_but_never_kept() -> None:
+    from vgpu_guard.engine.quantity import _parse_cached
+
+    before = _parse_cached.cache_info().currsize
+    assert parse_quantity(" " * 100_000 + "5").value == 5
+    assert _parse_cached.cache_info().currsize == before
+
+
 def test_suffix_is_remembered() -> None:
     assert parse_quantity("12Gi").suffix == "Gi"
     assert parse_quantity("12").suffix == ""

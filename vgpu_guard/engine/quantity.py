@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
@@ -81,6 +82,13 @@ def parse_quantity(raw: object) -> ParsedQuantity:
             raise QuantityError(f"{raw!r} is not a finite quantity") from e
     if not isinstance(raw, str):
         raise QuantityError(f"{type(raw).__name__} value is not a quantity (expected a number such as 12)")
+    # A cluster writes the same few strings ("1", "24576", "500m") on every pod and a pass parses
+    # every pod, so short strings go through a cache (a ParsedQuantity is immutable; errors are
+    # raised anew, never cached). Long ones do not: padding must not pin megabytes as cache keys.
+    return _parse_cached(raw) if len(raw) <= _MAX_LENGTH else _parse_text(raw)
+
+
+def _parse_text(raw: str) -> ParsedQuantity:
     text = raw.strip()
     if len(text) > _MAX_LENGTH:
         raise QuantityError(f"{text[:20]!r}... is too long to be a quantity")
@@ -100,6 +108,9 @@ def parse_quantity(raw: object) -> ParsedQuantity:
             raise QuantityError(f"{raw!r} has an exponent out of range")
         return ParsedQuantity(number * Fraction(10) ** exponent, match["exp"])
     return ParsedQuantity(number * _DECIMAL[match["decimal"] or ""], match["decimal"] or "")
+
+
+_parse_cached = lru_cache(maxsize=4096)(_parse_text)
 
 
 def format_quantity(value: Fraction, *, binary: bool = False) -> str:

@@ -46,9 +46,16 @@ class VgpuValue:
     """One vGPU resource of one container, as written and as parsed."""
 
     raw: object
-    path: str
+    container_path: str
+    part: str  # "limits" or "requests": where the value was found
+    resource: str
     quantity: ParsedQuantity | None
     error: str | None
+
+    @property
+    def path(self) -> str:
+        """Where the value sits, for messages (built on demand: most pods never need it)."""
+        return f"{self.container_path}.resources.{self.part}[{self.resource}]"
 
     @property
     def integer(self) -> int | None:
@@ -65,8 +72,12 @@ class ContainerVgpu:
     list_name: str
     index: int
     name: str
-    path: str
+    prefix: str
     values: Mapping[VgpuKey, VgpuValue] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return f"{self.prefix}.{self.list_name}[{self.index}]"
 
     def integer(self, key: VgpuKey) -> int | None:
         value = self.values.get(key)
@@ -105,26 +116,28 @@ def vgpu_containers(
         for index, container in enumerate(containers):
             if not isinstance(container, Mapping):
                 continue
-            path = f"{prefix}.{list_name}[{index}]"
             resources = _mapping(container.get("resources"))
             limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+            if not limits and not requests:
+                continue
+            path = f"{prefix}.{list_name}[{index}]"
             values: dict[VgpuKey, VgpuValue] = {}
             for key, resource in names.items():
                 if resource in limits:
-                    raw, where = limits[resource], f"{path}.resources.limits[{resource}]"
+                    raw, part = limits[resource], "limits"
                 elif resource in requests:
-                    raw, where = requests[resource], f"{path}.resources.requests[{resource}]"
+                    raw, part = requests[resource], "requests"
                 else:
                     continue
                 try:
-                    values[key] = VgpuValue(raw=raw, path=where, quantity=parse_quantity(raw), error=None)
+                    values[key] = VgpuValue(raw, path, part, resource, parse_quantity(raw), None)
                 except QuantityError as e:
-                    values[key] = VgpuValue(raw=raw, path=where, quantity=None, error=str(e))
+                    values[key] = VgpuValue(raw, path, part, resource, None, str(e))
             if values:
                 yield ContainerVgpu(
                     list_name=list_name,
                     index=index,
                     name=str(container.get("name") or ""),
-                    path=path,
+                    prefix=prefix,
                     values=values,
                 )
