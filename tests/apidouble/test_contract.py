@@ -620,7 +620,9 @@ async def test_priority_class_name_sets_spec_priority(client: Any) -> None:
     assert err.value.code == 403
     # An integer priority in the spec must match what admission computes, class name or not.
     for extra in ({"priority": 5}, {"priority": 5, "priorityClassName": "high"}):
-        with pytest.raises(KubeError, match=r"the integer value of priority \(5\) must not be provided") as err:
+        with pytest.raises(
+            KubeError, match=r"the integer value of priority \(5\) must not be provided"
+        ) as err:
             await client.create(PODS, pod("r", **extra))
         assert err.value.code == 403
     assert (await client.create(PODS, pod("s", priority=0)))["spec"]["priority"] == 0
