@@ -49,7 +49,7 @@ from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.ledger import check_invariants, decode_ledger, gpu_usage
 from vgpu_guard.kube.errors import NotFound
 from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, Verb, unavailable_error
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
 __all__ = ["Crash", "Crashing", "NodeState", "Observer", "RaceMachine"]
 
@@ -60,6 +60,8 @@ BASE_NODES = {"a": (24576, 24576, 24576, 24576), "b": (16384, 16384)}
 SPARE_NODES = ("c", "d", "e")
 SPLIT = 10
 CARD = "NVIDIA-NVIDIA A10"
+URGENT = "urgent"
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 
 class Crash(Exception):
@@ -190,6 +192,7 @@ class RaceMachine:
         for name, memories in BASE_NODES.items():
             self.nodes[name] = NodeState(list(memories))
             self.cluster.store.create(NODES, self.nodes[name].object(name))
+        self.cluster.store.create(PRIORITY_CLASSES, {"metadata": {"name": URGENT}, "value": 1000})
         self.observer = Observer(self.cluster)
         self.replicas = {"r1": self.replica("r1"), "r2": self.replica("r2")}
 
@@ -382,12 +385,16 @@ class RaceMachine:
         fault: tuple[Verb, When, int] | None = None,
         crash: tuple[int, When] | None = None,
         inject: tuple[int | None, int, int] | None = None,
+        urgent: bool = False,
     ) -> None:
         """One pass of ``who``; with both, the second starts ``lag`` loop turns late.
 
         ``fault``: (verb, when, skip) — a 503 on the first replica's (skip+1)-th call of that verb.
         ``crash``: (k, when) — the first replica's process dies at its k-th API call.
-        ``inject``: (memory, number, turns) — a pod created ``turns`` loop turns into the pass.
+        ``inject``: (memory, number, turns) — a pod created ``turns`` loop turns into the pass;
+        ``urgent`` gives it a PriorityClass above every other pod, so a replica that sees it
+        places it first and the one that does not decides differently for the same card (the
+        stale-decision race only the ledger CAS stops).
         """
         chosen = ["r1", "r2"] if who == "both" else [who]
         runs: list[Awaitable[None]] = []
@@ -395,7 +402,10 @@ class RaceMachine:
             memory, number, turns = inject
             name = self._next()
             self.names.append(name)
-            runs.append(self._create_later(vgpu_pod(name, memory=memory, number=number), turns))
+            pod = vgpu_pod(name, memory=memory, number=number)
+            if urgent:
+                pod["spec"]["priorityClassName"] = URGENT
+            runs.append(self._create_later(pod, turns))
         if crash is not None:
             runs.append(self._run(self.replica(chosen[0], crash=crash), 0))
         elif fault is not None:

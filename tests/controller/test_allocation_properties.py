@@ -60,7 +60,7 @@ step = st.one_of(
             st.sampled_from(["r1", "r2", "both"]),
             disturbance,
             st.integers(0, 25),
-            st.one_of(st.none(), st.tuples(pod_specs, st.integers(0, 12))),
+            st.one_of(st.none(), st.tuples(pod_specs, st.integers(0, 12), st.booleans())),
         ),
     ),
 )
@@ -86,7 +86,8 @@ async def run_program(steps: list[tuple[str, Any]]) -> None:
             fault = disturb[1] if disturb and disturb[0] == "fault" else None
             crash = disturb[1] if disturb and disturb[0] == "crash" else None
             injected = None if inject is None else (inject[0][0], inject[0][1], inject[1])
-            await machine.run_pass(who, lag=lag, fault=fault, crash=crash, inject=injected)
+            urgent = inject is not None and inject[2]
+            await machine.run_pass(who, lag=lag, fault=fault, crash=crash, inject=injected, urgent=urgent)
     await machine.converge_and_check()
 
 

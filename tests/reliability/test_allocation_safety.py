@@ -96,12 +96,15 @@ async def drive(seed: int, target: int) -> RaceMachine:
             # A pod created mid-pass: racing replicas read different pod lists (the stale-decision race).
             inject = (rng.choice((12288, 16384, 24576)), 1, rng.randrange(10))
         lag = rng.randrange(8) if rng.random() < 0.8 else rng.randrange(25)
+        urgent = False
         if who == "both" and rng.random() < 0.4:
             # The tight window: the second replica reads the ledgers before the first one writes,
-            # and the new pod lands between their pod LISTs (each call yields the loop once).
+            # and the new pod lands between their pod LISTs (each call yields the loop once). Half
+            # the time it outranks every pod, so the two replicas' picks for one card differ.
             lag = rng.randint(1, 4)
             inject = (rng.choice((12288, 16384, 24576)), 1, rng.randint(2, lag + 2))
-        await machine.run_pass(who, lag=lag, fault=fault, crash=crash, inject=inject)  # type: ignore[arg-type]
+            urgent = rng.random() < 0.5
+        await machine.run_pass(who, lag=lag, fault=fault, crash=crash, inject=inject, urgent=urgent)  # type: ignore[arg-type]
         if rng.random() < 0.9:
             machine.plugin()
         if machine.operations >= next_check:
