@@ -19,7 +19,9 @@ them, i.e. the floor any rebuild pays before it looks at a single annotation.
 
 Every case runs in a fresh subprocess, so its peak RSS (``resource.getrusage``) is its own; the
 inputs are built in that subprocess before timing starts, and both the peak of the process and
-the growth over the inputs are reported.
+the growth over the inputs are reported. The subprocess is set up as ``vgpu-guard serve
+controller`` sets up its process: JSON logging at info with the audit trail (to /dev/null, so
+its cost is counted) and the controller's GC settings (controller/gc_tuning.py).
 """
 
 from __future__ import annotations
@@ -118,14 +120,15 @@ def pod_obj(i: int, nodes: int) -> Obj:
 class PreparedClient:
     """The slice of ``ClusterClient`` one allocation pass uses: LISTs in one page, writes kept."""
 
-    def __init__(self, objects: Mapping[str, list[Obj]]) -> None:
+    def __init__(self, objects: dict[str, list[Obj]]) -> None:
         self.objects = objects
         self.written: list[Obj] = []
 
     async def list(self, resource: Any, **_: Any) -> Any:
+        """The prepared items, handed over: like a decoded LIST response, only the caller holds them."""
         from vgpu_guard.kube.client import ObjectList
 
-        return ObjectList(items=list(self.objects.get(resource.plural, [])), resource_version="1")
+        return ObjectList(items=self.objects.pop(resource.plural, []), resource_version="1")
 
     async def create(self, resource: Any, obj: Mapping[str, Any], **_: Any) -> Obj:
         body = dict(obj)
@@ -152,6 +155,15 @@ def peak_rss_mb() -> float:
 
 def child(case: str, nodes: int, pods: int, ledgers_path: str) -> dict[str, Any]:
     """Build the inputs, then time one case; returns what the parent prints."""
+    from vgpu_guard.controller.gc_tuning import tune_gc
+    from vgpu_guard.logs import setup_logging
+
+    # As `vgpu-guard serve controller` runs (every case, the baseline too): JSON logging with the
+    # audit trail on (to /dev/null, so its cost is counted) and the controller's GC settings.
+    stderr, sys.stderr = sys.stderr, open(os.devnull, "w")  # noqa: SIM115 - lives with the process
+    setup_logging("info")
+    sys.stderr = stderr
+    tune_gc()
     node_objs = [node_obj(f"n{i:05d}") for i in range(nodes)]
     pod_objs = [pod_obj(i, nodes) for i in range(pods)]
     if case == "baseline":
@@ -174,6 +186,7 @@ def child(case: str, nodes: int, pods: int, ledgers_path: str) -> dict[str, Any]
     if case == "steady":
         with open(ledgers_path) as f:
             objects["gpuledgers"] = json.load(f)
+    ledger_count = len(objects.get("gpuledgers", []))
     client = PreparedClient(objects)
     controller = AllocationController(
         cast(ClusterClient, client),
@@ -202,7 +215,7 @@ def child(case: str, nodes: int, pods: int, ledgers_path: str) -> dict[str, Any]
         "seconds": elapsed,
         "rss_before": before,
         "peak": peak,
-        "objects": len(result.adopted) if case == "adopt" else len(objects["gpuledgers"]),
+        "objects": len(result.adopted) if case == "adopt" else ledger_count,
         "ledgers_written": len(client.written),
         "entries": entries,
     }

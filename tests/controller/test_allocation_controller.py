@@ -185,6 +185,9 @@ async def test_pre_existing_overcommit_is_reported_loudly_and_not_evicted(
     assert "new" not in cluster.bound()
     audits = [json.loads(json.dumps(r.__dict__["audit"])) for r in caplog.records if hasattr(r, "audit")]
     assert {a["event"] for a in audits} >= {"adoption", "overcommit"}
+    [adoption] = [a for a in audits if a["event"] == "adoption"]  # one line for the node's write
+    assert adoption["node"] == "a" and adoption["pods"] == ["default/old-0", "default/old-1", "default/old-2"]
+    assert len(adoption["uids"]) == 3
     assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "a"}) == 1
 
 

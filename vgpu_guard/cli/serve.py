@@ -282,4 +282,8 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, SettingsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.component in ("controller", "all"):
+        from vgpu_guard.controller.gc_tuning import tune_gc
+
+        tune_gc()
     return asyncio.run(_main(args, config, settings))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
+from vgpu_guard.engine.untrusted import as_mapping
 
 __all__ = ["CONTROLLER_USERS", "Expansion", "expand_workload"]
 
@@ -62,10 +63,6 @@ def _suffix(seed: str, length: int) -> str:
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:length])
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _count(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
@@ -78,17 +75,20 @@ def _pod(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
 ) -> Obj:
-    meta = _mapping(template.get("metadata"))
-    spec = copy.deepcopy(dict(_mapping(template.get("spec"))))
+    meta = as_mapping(template.get("metadata"))
+    spec = copy.deepcopy(dict(as_mapping(template.get("spec"))))
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {**{str(k): str(v) for k, v in _mapping(meta.get("labels")).items()}, **(labels or {})},
+            "labels": {
+                **{str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()},
+                **(labels or {}),
+            },
             "annotations": {
-                **{str(k): str(v) for k, v in _mapping(meta.get("annotations")).items()},
+                **{str(k): str(v) for k, v in as_mapping(meta.get("annotations")).items()},
                 **(annotations or {}),
             },
         },
@@ -97,7 +97,7 @@ def _pod(
 
 
 def _volcano_job(job: Mapping[str, Any], name: str, namespace: str) -> Expansion:
-    spec = _mapping(job.get("spec"))
+    spec = as_mapping(job.get("spec"))
     tasks = [t for t in spec.get("tasks") or [] if isinstance(t, Mapping)]
     replicas = [_count(t.get("replicas"), 1) for t in tasks]
     queue = str(spec.get("queue") or "default")
@@ -131,7 +131,7 @@ def _volcano_job(job: Mapping[str, Any], name: str, namespace: str) -> Expansion
                 "volcano.sh/task-index": str(index),
             }
             pod = _pod(
-                _mapping(task.get("template")),
+                as_mapping(task.get("template")),
                 name=f"{name}-{task_name}-{index}",
                 namespace=namespace,
                 labels=labels,
@@ -155,11 +155,11 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
     """
     group = str(workload.get("apiVersion") or "").rpartition("/")[0]
     kind = str(workload.get("kind") or "")
-    meta = _mapping(workload.get("metadata"))
+    meta = as_mapping(workload.get("metadata"))
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
-    spec = _mapping(workload.get("spec"))
-    template = _mapping(spec.get("template"))
+    spec = as_mapping(workload.get("spec"))
+    template = as_mapping(spec.get("template"))
     if (group, kind) not in WORKLOAD_KINDS:
         raise KeyError(f"{group}/{kind} is not a workload kind")
     if (group, kind) == ("batch.volcano.sh", "Job"):

@@ -89,11 +89,11 @@ def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
                     f"device {record[:80]!r} is not UUID,TYPE,memory,cores with integer memory and cores"
                 )
             uuid, group, position = fields[0], None, None
-            match = _MIG_ID.match(uuid)
-            if match is not None:
+            if "[" in uuid or "]" in uuid:
+                match = _MIG_ID.match(uuid)
+                if match is None:
+                    raise AssignmentError(f"MIG device id {uuid!r} is not UUID[<group>-<position>]")
                 uuid, group, position = match["uuid"], match["group"], int(match["position"])
-            elif "[" in uuid:
-                raise AssignmentError(f"MIG device id {uuid!r} is not UUID[<group>-<position>]")
             devices.append(
                 DecodedDevice(
                     uuid=uuid,
@@ -143,7 +143,6 @@ def adopted_allocation(
         raise AssignmentError(
             f"assignment lists {len(decoded)} containers, the pod has {len(pod.containers)} vGPU containers"
         )
-    types = {g.uuid: g.type for g in node.gpus} if node is not None else {}
     factor = nvidia.gpu_memory_factor
     containers = []
     for request, devices in zip(pod.containers, decoded, strict=False):
@@ -153,6 +152,7 @@ def adopted_allocation(
             memory = d.memory * factor
             if d.mig_group is not None and d.mig_position is not None:
                 mig = MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+                types = {g.uuid: g.type for g in node.gpus} if node is not None else {}
                 entry = geometries_for(types.get(d.uuid, ""), nvidia.known_mig_geometries)
                 group = (
                     next((g for g in entry.allowed_geometries if g.group == d.mig_group), None)

@@ -24,7 +24,8 @@ from vgpu_guard.engine.annotations import (
     VGPU_MODE,
 )
 from vgpu_guard.engine.config import NvidiaConfig
-from vgpu_guard.engine.vgpu_request import vgpu_containers
+from vgpu_guard.engine.untrusted import as_list, as_mapping
+from vgpu_guard.engine.vgpu_request import VgpuValue, vgpu_containers
 
 __all__ = [
     "GROUP_ANNOTATIONS",
@@ -127,14 +128,6 @@ class PodRequest:
         return (-self.priority, self.created, self.namespace, self.name)
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _csv(raw: object) -> tuple[str, ...]:
     if not isinstance(raw, str):
         return ()
@@ -146,16 +139,16 @@ def _requirements(raw: object) -> tuple[NodeSelectorRequirement, ...]:
         NodeSelectorRequirement(
             key=str(r.get("key") or ""),
             operator=str(r.get("operator") or ""),
-            values=tuple(str(v) for v in _list(r.get("values"))),
+            values=tuple(str(v) for v in as_list(r.get("values"))),
         )
-        for r in _list(raw)
+        for r in as_list(raw)
         if isinstance(r, Mapping)
     )
 
 
 def _affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
-    required = _map(
-        _map(_map(spec.get("affinity")).get("nodeAffinity")).get(
+    required = as_mapping(
+        as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
@@ -166,15 +159,16 @@ def _affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
             expressions=_requirements(term.get("matchExpressions")),
             fields=_requirements(term.get("matchFields")),
         )
-        for term in _list(required.get("nodeSelectorTerms"))
+        for term in as_list(required.get("nodeSelectorTerms"))
         if isinstance(term, Mapping)
     )
 
 
-def _int_value(cv_value: Any, what: str) -> int:
-    if cv_value.integer is None or cv_value.integer < 0:
+def _int_value(cv_value: VgpuValue, what: str) -> int:
+    integer = cv_value.integer
+    if integer is None or integer < 0:
         raise PodRequestError(f"{cv_value.path}: {cv_value.raw!r} is not a whole number; fix the {what}")
-    return int(cv_value.integer)
+    return integer
 
 
 def pod_request(
@@ -185,8 +179,8 @@ def pod_request(
     ``with_no_gpu`` returns the request with no containers instead of None: the node constraints
     of a pod without vGPU (IB cluster choice for CPU-only gangs).
     """
-    metadata, spec = _map(pod.get("metadata")), _map(pod.get("spec"))
-    annotations = {str(k): str(v) for k, v in _map(metadata.get("annotations")).items()}
+    metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
+    annotations = {str(k): str(v) for k, v in as_mapping(metadata.get("annotations")).items()}
     containers: list[ContainerRequest] = []
     for cv in vgpu_containers(spec, nvidia):
         if cv.list_name != "containers" or not ("number" in cv.values or "memory" in cv.values):
@@ -224,7 +218,7 @@ def pod_request(
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         created=str(metadata.get("creationTimestamp") or ""),
         mode=annotations.get(VGPU_MODE),
-        node_selector={str(k): str(v) for k, v in _map(spec.get("nodeSelector")).items()},
+        node_selector={str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()},
         affinity=_affinity(spec),
         tolerations=tuple(
             Toleration(
@@ -233,7 +227,7 @@ def pod_request(
                 value=str(t.get("value") or ""),
                 effect=str(t.get("effect") or ""),
             )
-            for t in _list(spec.get("tolerations"))
+            for t in as_list(spec.get("tolerations"))
             if isinstance(t, Mapping)
         ),
         use_types=_csv(annotations.get(USE_GPUTYPE)),
@@ -248,10 +242,10 @@ def pod_request(
 def whole_card_gpus(pod: Mapping[str, Any]) -> int:
     """Whole cards (``nvidia.com/gpu`` limits, else requests) a pod holds: they share the node's GPUs."""
     total = 0
-    for container in _list(_map(pod.get("spec")).get("containers")):
-        resources = _map(_map(container).get("resources"))
-        raw = _map(resources.get("limits")).get(
-            WHOLE_CARD_RESOURCE, _map(resources.get("requests")).get(WHOLE_CARD_RESOURCE)
+    for container in as_list(as_mapping(pod.get("spec")).get("containers")):
+        resources = as_mapping(as_mapping(container).get("resources"))
+        raw = as_mapping(resources.get("limits")).get(
+            WHOLE_CARD_RESOURCE, as_mapping(resources.get("requests")).get(WHOLE_CARD_RESOURCE)
         )
         try:
             total += int(str(raw)) if raw is not None else 0

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from vgpu_guard.engine.config import NvidiaConfig
 from vgpu_guard.engine.quantity import ParsedQuantity, QuantityError, parse_quantity
+from vgpu_guard.engine.untrusted import as_mapping
 
 __all__ = [
     "CONTAINER_LISTS",
@@ -51,18 +52,13 @@ class VgpuValue:
     resource: str
     quantity: ParsedQuantity | None
     error: str | None
+    # The value when it is a valid whole number, else None (validation reports why).
+    integer: int | None
 
     @property
     def path(self) -> str:
         """Where the value sits, for messages (built on demand: most pods never need it)."""
         return f"{self.container_path}.resources.{self.part}[{self.resource}]"
-
-    @property
-    def integer(self) -> int | None:
-        """The value when it is a valid whole number, else None (validation reports why)."""
-        if self.quantity is None or not self.quantity.is_integer:
-            return None
-        return self.quantity.value.numerator
 
 
 @dataclass(frozen=True)
@@ -82,10 +78,6 @@ class ContainerVgpu:
     def integer(self, key: VgpuKey) -> int | None:
         value = self.values.get(key)
         return value.integer if value is not None else None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def requests_vgpu(spec: Mapping[str, Any], nvidia: NvidiaConfig) -> bool:
@@ -116,8 +108,8 @@ def vgpu_containers(
         for index, container in enumerate(containers):
             if not isinstance(container, Mapping):
                 continue
-            resources = _mapping(container.get("resources"))
-            limits, requests = _mapping(resources.get("limits")), _mapping(resources.get("requests"))
+            resources = as_mapping(container.get("resources"))
+            limits, requests = as_mapping(resources.get("limits")), as_mapping(resources.get("requests"))
             if not limits and not requests:
                 continue
             path = f"{prefix}.{list_name}[{index}]"
@@ -130,9 +122,13 @@ def vgpu_containers(
                 else:
                     continue
                 try:
-                    values[key] = VgpuValue(raw, path, part, resource, parse_quantity(raw), None)
+                    quantity = parse_quantity(raw)
                 except QuantityError as e:
-                    values[key] = VgpuValue(raw, path, part, resource, None, str(e))
+                    values[key] = VgpuValue(raw, path, part, resource, None, str(e), None)
+                    continue
+                value = quantity.value
+                integer = value.numerator if value.denominator == 1 else None
+                values[key] = VgpuValue(raw, path, part, resource, quantity, None, integer)
             if values:
                 yield ContainerVgpu(
                     list_name=list_name,
