@@ -327,9 +327,12 @@ class AllocationController:
                     f"cannot adopt {_meta(pod).get('namespace')}/{_meta(pod).get('name')}: {e}"
                 )
                 continue
-            current = updated.get(node) or NodeLedger(node=node)
-            updated[node] = current.with_allocation(entry)
             adopted.append((entry, node))
+        by_node: dict[str, list[Allocation]] = {}
+        for entry, node in adopted:
+            by_node.setdefault(node, []).append(entry)
+        for node, entries in by_node.items():
+            updated[node] = (updated.get(node) or NodeLedger(node=node)).with_allocations(entries)
         for name, new in updated.items():
             old = ledgers.get(name) or NodeLedger(node=name)
             if new.allocations != old.allocations:
@@ -338,13 +341,10 @@ class AllocationController:
             self.metrics.releases.labels(reason).inc()
             result.released.append(entry.key)
             audit("release", pod=entry.key, uid=entry.pod_uid, node=name, reason=reason, by=self.identity)
+        result.adopted.extend(entry.key for entry, _ in adopted)
+        self.metrics.adoptions.inc(len(adopted))
         # One audit line per node: adoption is one ledger write per node, and at a first start on
         # a busy cluster per-pod lines would be 100,000 lines (~3 s of JSON logging) for one pass.
-        by_node: dict[str, list[Allocation]] = {}
-        for entry, name in adopted:
-            by_node.setdefault(name, []).append(entry)
-            result.adopted.append(entry.key)
-        self.metrics.adoptions.inc(len(adopted))
         for name, entries in by_node.items():
             audit(
                 "adoption",

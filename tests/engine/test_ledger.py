@@ -59,6 +59,21 @@ def test_add_and_remove_are_idempotent_by_uid() -> None:
         ledger.with_allocation(alloc("u1", DeviceGrant("GPU-n-1", 1000, 10)))
 
 
+def test_adding_many_at_once_equals_adding_one_at_a_time() -> None:
+    entries = [alloc(f"u{i}", DeviceGrant("GPU-n-0", 100 * i, i)) for i in range(5)]
+    one_by_one = NodeLedger("n", resource_version="7")
+    for entry in entries:
+        one_by_one = one_by_one.with_allocation(entry)
+    at_once = NodeLedger("n", resource_version="7").with_allocations(entries)
+    assert at_once == one_by_one and at_once.resource_version == "7"
+    assert at_once.with_allocations(entries) is at_once  # nothing new: unchanged
+    assert at_once.with_allocations([]) is at_once
+    with pytest.raises(LedgerError, match="uid u9"):
+        NodeLedger("n").with_allocations(
+            [alloc("u9", DeviceGrant("GPU-n-0", 1, 0)), alloc("u9", DeviceGrant("GPU-n-1", 1, 0))]
+        )
+
+
 def test_invariants_cover_memory_cores_split_and_unknown_gpus() -> None:
     info = node(2, split=2)
     ledger = NodeLedger("n")

@@ -119,19 +119,30 @@ class NodeLedger:
         A different entry under the same UID is a bug in the caller (a pod is placed once), so it
         raises instead of silently replacing what another replica may have bound.
         """
-        existing = self.allocations.get(allocation.pod_uid)
-        if existing == allocation:
+        return self.with_allocations((allocation,))
+
+    def with_allocations(self, allocations: Iterable[Allocation]) -> NodeLedger:
+        """The ledger plus every entry of ``allocations`` (same rules as ``with_allocation``).
+
+        One copy of the map for the lot: adopting a node's 20 pods one at a time copied it 20
+        times, 100,000 times in all at a first start on a busy cluster.
+        """
+        merged: dict[str, Allocation] | None = None
+        for allocation in allocations:
+            existing = (merged if merged is not None else self.allocations).get(allocation.pod_uid)
+            if existing == allocation:
+                continue
+            if existing is not None:
+                raise LedgerError(
+                    f"pod {allocation.key} (uid {allocation.pod_uid}) already holds an entry on node "
+                    f"{self.node}; release it before placing the pod again"
+                )
+            if merged is None:
+                merged = dict(self.allocations)
+            merged[allocation.pod_uid] = allocation
+        if merged is None:
             return self
-        if existing is not None:
-            raise LedgerError(
-                f"pod {allocation.key} (uid {allocation.pod_uid}) already holds an entry on node "
-                f"{self.node}; release it before placing the pod again"
-            )
-        return NodeLedger(
-            node=self.node,
-            allocations={**self.allocations, allocation.pod_uid: allocation},
-            resource_version=self.resource_version,
-        )
+        return NodeLedger(node=self.node, allocations=merged, resource_version=self.resource_version)
 
     def without(self, pod_uid: str) -> NodeLedger:
         """The ledger without the pod's entry; unchanged when there is none."""
