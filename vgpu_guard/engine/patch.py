@@ -33,14 +33,20 @@ def diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
             if key not in new:
                 ops.append({"op": "remove", "path": f"{path}/{_pointer(str(key))}"})
         for key, value in new.items():
-            child = f"{path}/{_pointer(str(key))}"
             if key not in old:
-                ops.append({"op": "add", "path": child, "value": copy.deepcopy(value)})
-            else:
-                ops.extend(diff(old[key], value, child))
+                ops.append(
+                    {"op": "add", "path": f"{path}/{_pointer(str(key))}", "value": copy.deepcopy(value)}
+                )
+            elif old[key] is not value:  # shared subtrees are skipped before any path is built
+                ops.extend(diff(old[key], value, f"{path}/{_pointer(str(key))}"))
         return ops
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [op for i, (a, b) in enumerate(zip(old, new, strict=True)) for op in diff(a, b, f"{path}/{i}")]
+        return [
+            op
+            for i, (a, b) in enumerate(zip(old, new, strict=True))
+            if a is not b
+            for op in diff(a, b, f"{path}/{i}")
+        ]
     if type(old) is type(new) and old == new:
         return []
     return [{"op": "replace", "path": path, "value": copy.deepcopy(new)}]
