@@ -15,8 +15,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
     ("script", "expect"),
     [
         ("allocator_bench.py", "idx/scan"),
-        ("ledger_rebuild_bench.py", "adopt: no ledgers"),
-        ("webhook_bench.py", "x floor"),
+        ("ledger_rebuild_bench.py", "steady: decode ledgers"),
+        ("webhook_bench.py", "mutate at half of its peak load (open loop): p99 added"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
