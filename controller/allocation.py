@@ -51,6 +51,7 @@ from vgpu_guard.engine.pod_request import (
     pod_request,
     whole_card_gpus,
 )
+from vgpu_guard.engine.untrusted import plain_int
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
 from vgpu_guard.kube.resources import EVENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
@@ -369,7 +370,7 @@ class AllocationController:
             whole[node] = whole.get(node, 0) + whole_card_gpus(pod)
             notes = _annotations(pod)
             if notes.get(BIND_PHASE) == "allocating" and notes.get(VGPU_NODE) == node:
-                started = int(notes.get(BIND_TIME, "0")) if notes.get(BIND_TIME, "0").isdigit() else 0
+                started = plain_int(str(notes.get(BIND_TIME, "0"))) or 0
                 if now - started < timeout:
                     busy.add(node)
                 else:

@@ -14,7 +14,7 @@ from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, Resource
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
@@ -99,6 +99,23 @@ async def test_allocating_timeout_releases_the_node_and_says_so() -> None:
     assert len(cluster.bound()) == 2
     [event] = cluster.events("AllocationTimeout")
     assert "has not confirmed the GPU assignment within 120s" in event["message"]
+
+
+@pytest.mark.parametrize("bind_time", ["\u00b2", "9" * 5000, "soon"])
+async def test_an_unreadable_bind_time_counts_as_timed_out_and_never_stops_a_pass(bind_time: str) -> None:
+    # Anyone who may update the pod can write this annotation; a pass must never raise on it.
+    cluster = Cluster([gpu_node("a", 2)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("p0", memory=1000))
+    cluster.create_pod(vgpu_pod("p1", memory=1000))
+    await controller.settle()
+    [bound] = cluster.bound()
+    cluster.store.patch(
+        PODS, bound, {"metadata": {"annotations": {"volcano.sh/bind-time": bind_time}}}, namespace="default"
+    )
+    results = await controller.settle()
+    assert not any(r.errors for r in results)
+    assert len(cluster.bound()) == 2  # read as time 0: long past the timeout, the node is free again
 
 
 async def test_gang_of_four_with_room_for_three_binds_none() -> None:

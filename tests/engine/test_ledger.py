@@ -212,6 +212,22 @@ def test_assignment_decoding_accepts_mig_ids_and_rejects_garbage() -> None:
         decode_assignment("GPU-a[x],NVIDIA,1,0:")
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "GPU-a,NVIDIA,\u00b2,0:",  # "²".isdigit() is True, int("²") raises
+        "GPU-a,NVIDIA,1,\u0663:",  # Arabic-Indic 3: not the plugin's format
+        "GPU-a,NVIDIA," + "9" * 5000 + ",0:",  # beyond int()'s digit limit
+        "GPU-a[g-" + "9" * 5000 + "],NVIDIA,1,0:",
+        "GPU-a[g-\u0663],NVIDIA,1,0:",
+    ],
+)
+def test_assignment_decoding_never_raises_anything_but_assignment_error(raw: str) -> None:
+    # A bound pod's annotation reaches every controller pass: any other exception stops them all.
+    with pytest.raises(AssignmentError):
+        decode_assignment(raw)
+
+
 grants = st.builds(
     DeviceGrant,
     uuid=st.sampled_from(["GPU-n-0", "GPU-n-1", "GPU-x"]),

@@ -29,6 +29,7 @@ from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, Mi
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
 from vgpu_guard.engine.pod_request import PodRequest
+from vgpu_guard.engine.untrusted import plain_int
 
 __all__ = [
     "AssignmentError",
@@ -39,7 +40,7 @@ __all__ = [
     "encode_assignment",
 ]
 
-_MIG_ID = re.compile(r"^(?P<uuid>[^\[\]]+)\[(?P<group>[^\[\]-]+)-(?P<position>\d+)\]$")
+_MIG_ID = re.compile(r"^(?P<uuid>[^\[\]]+)\[(?P<group>[^\[\]-]+)-(?P<position>[0-9]{1,9})\]$")
 
 
 class AssignmentError(ValueError):
@@ -84,7 +85,8 @@ def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
             if not record.strip():
                 continue
             fields = [f.strip() for f in record.split(",")]
-            if len(fields) != 4 or not fields[2].isdigit() or not fields[3].isdigit():
+            memory, cores = (plain_int(fields[2]), plain_int(fields[3])) if len(fields) == 4 else (None, None)
+            if memory is None or cores is None:
                 raise AssignmentError(
                     f"device {record[:80]!r} is not UUID,TYPE,memory,cores with integer memory and cores"
                 )
@@ -98,8 +100,8 @@ def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
                 DecodedDevice(
                     uuid=uuid,
                     type=fields[1],
-                    memory=int(fields[2]),
-                    cores=int(fields[3]),
+                    memory=memory,
+                    cores=cores,
                     mig_group=group,
                     mig_position=position,
                 )

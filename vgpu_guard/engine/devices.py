@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from vgpu_guard.engine.untrusted import plain_int
+
 __all__ = [
     "REGISTER_ANNOTATION",
     "GpuDevice",
@@ -79,9 +81,10 @@ def parse_registration(raw: object, *, mig_models: Sequence[str] = ()) -> Regist
             return Registration(error=f"{where} has an empty UUID")
         if uuid in seen:
             return Registration(error=f"{where} repeats UUID {uuid}")
-        if not count.isdigit() or int(count) < 1:
+        split_count, memory_mib = plain_int(count), plain_int(memory)
+        if split_count is None or split_count < 1:
             return Registration(error=f"{where} has split count {count!r}, expected a positive integer")
-        if not memory.isdigit():
+        if memory_mib is None:
             return Registration(error=f"{where} has device memory {memory!r}, expected an integer (MiB)")
         if health not in ("true", "false"):
             return Registration(error=f"{where} has health {health!r}, expected true or false")
@@ -95,8 +98,8 @@ def parse_registration(raw: object, *, mig_models: Sequence[str] = ()) -> Regist
             GpuDevice(
                 uuid=uuid,
                 index=position,
-                split_count=int(count),
-                memory=int(memory),
+                split_count=split_count,
+                memory=memory_mib,
                 type=card_type,
                 healthy=health == "true",
                 mode=checked_mode,
