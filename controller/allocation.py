@@ -595,4 +595,4 @@ class AllocationController:
                     type_="Warning",
                 )
             self._reported_violations[name] = messages
-        self.metrics.ledgers.snapshot = LedgerSnapshot(view.nodes, ledgers, counts, factor)
+        self.metrics.ledgers.snapshot = LedgerSnapshot.of(view.nodes, ledgers, counts, factor)

@@ -4,10 +4,11 @@ Tests pass their own ``CollectorRegistry`` so runs do not share counters; produc
 process registry served by the metrics endpoint.
 
 The per-GPU series (memory, cores) and the per-node violation counts mirror the last pass's
-ledgers, so they come from a custom collector (``LedgerCollector``) that reads that snapshot at
-scrape time, as prometheus-client recommends for state kept elsewhere: a pass only swaps a
-reference (5,000 nodes x 8 GPUs would otherwise be 120,000 ``labels().set()`` per pass), and the
-series of a node or GPU that is gone disappear with it instead of lingering at their last value.
+ledgers, so they come from a custom collector (``LedgerCollector``) that turns a snapshot of plain
+numbers into series at scrape time, as prometheus-client recommends for state kept elsewhere: a
+pass builds one row per GPU (5,000 nodes x 8 GPUs would otherwise be 120,000 ``labels().set()``
+per pass), the series of a node or GPU that is gone disappear with it instead of lingering at
+their last value, and a replica that stops leading exports nothing.
 """
 
 from __future__ import annotations
@@ -20,19 +21,50 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from vgpu_guard.engine.cluster import NodeInfo
-from vgpu_guard.engine.ledger import NodeLedger, gpu_usage
+from vgpu_guard.engine.ledger import NodeLedger
 
-__all__ = ["AllocationMetrics", "LedgerCollector", "LedgerSnapshot"]
+__all__ = ["AllocationMetrics", "GpuRow", "LedgerCollector", "LedgerSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRow:
+    """One GPU as the last pass saw it: registered memory, and what the ledger reserves on it."""
+
+    node: str
+    gpu: str
+    memory_total: int
+    memory_used: int
+    cores_used: int
 
 
 @dataclass(frozen=True)
 class LedgerSnapshot:
-    """What one pass read: the registered nodes, their ledgers, broken invariants per node."""
+    """Plain numbers from one pass (no ledger objects: a snapshot must not keep a pass alive)."""
 
-    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
-    ledgers: Mapping[str, NodeLedger] = field(default_factory=dict)
+    gpus: tuple[GpuRow, ...] = ()
     violations: Mapping[str, int] = field(default_factory=dict)
-    memory_factor: int = 1
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Mapping[str, NodeInfo],
+        ledgers: Mapping[str, NodeLedger],
+        violations: Mapping[str, int],
+        memory_factor: int,
+    ) -> LedgerSnapshot:
+        rows = []
+        for name in sorted(nodes):
+            used: dict[str, list[int]] = {}
+            ledger = ledgers.get(name)
+            for allocation in ledger.allocations.values() if ledger is not None else ():
+                for grant in allocation.grants():
+                    sums = used.setdefault(grant.uuid, [0, 0])
+                    sums[0] += grant.memory
+                    sums[1] += grant.cores
+            for gpu in nodes[name].gpus:
+                memory, cores = used.get(gpu.uuid, (0, 0))
+                rows.append(GpuRow(name, gpu.uuid, gpu.memory * memory_factor, memory, cores))
+        return cls(tuple(rows), dict(violations))
 
 
 class LedgerCollector(Collector):
@@ -63,15 +95,12 @@ class LedgerCollector(Collector):
             "Broken capacity invariants found in a node's ledger (pre-existing overcommit).",
             labels=["node"],
         )
-        for name in sorted(snap.nodes):
-            ledger = snap.ledgers.get(name)
-            usage = gpu_usage(ledger.allocations.values()) if ledger is not None else {}
-            for gpu in snap.nodes[name].gpus:
-                u = usage.get(gpu.uuid)
-                total.add_metric([name, gpu.uuid], gpu.memory * snap.memory_factor)
-                used.add_metric([name, gpu.uuid], u.memory if u else 0)
-                cores.add_metric([name, gpu.uuid], u.cores if u else 0)
-            violations.add_metric([name], snap.violations.get(name, 0))
+        for row in snap.gpus:
+            total.add_metric([row.node, row.gpu], row.memory_total)
+            used.add_metric([row.node, row.gpu], row.memory_used)
+            cores.add_metric([row.node, row.gpu], row.cores_used)
+        for node, count in sorted(snap.violations.items()):
+            violations.add_metric([node], count)
         yield from (used, total, cores, violations)
 
 

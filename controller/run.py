@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from vgpu_guard.controller.allocation import AllocationController, Clock
 from vgpu_guard.controller.gang_gc import release_finished_gangs
 from vgpu_guard.controller.leader import LeaderElector
-from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Expired, KubeError, NotFound, Unsupported
@@ -86,6 +86,8 @@ async def run_controller(
         while True:
             leading = await elector.try_acquire_or_renew()
             metrics.leader.set(1 if leading else 0)
+            if not leading:
+                metrics.ledgers.snapshot = LedgerSnapshot()  # the leader exports the GPUs, not us
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
             if leading and due:
                 wake.clear()
@@ -113,3 +115,4 @@ async def run_controller(
         await asyncio.gather(*watchers, return_exceptions=True)
         await elector.release()
         metrics.leader.set(0)
+        metrics.ledgers.snapshot = LedgerSnapshot()

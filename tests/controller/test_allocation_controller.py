@@ -337,6 +337,47 @@ async def test_run_controller_binds_a_new_pod() -> None:
             await task
 
 
+async def test_only_the_leader_exports_gpu_series_and_not_after_it_stops() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    registries = {who: CollectorRegistry() for who in ("first", "second")}
+
+    def used(who: str) -> float | None:
+        return registries[who].get_sample_value(
+            "vgpu_guard_gpu_memory_used_mib", {"node": "a", "gpu": "GPU-a-0"}
+        )
+
+    def start(who: str) -> asyncio.Task[None]:
+        client = MemoryClusterClient(cluster.store, bookmark_interval=0.05)
+        return asyncio.create_task(
+            run_controller(
+                client,
+                cluster.config,
+                identity=who,
+                registry=registries[who],
+                lease_namespace="default",
+                retry_seconds=0.05,
+            )
+        )
+
+    first = start("first")
+    await asyncio.sleep(0.1)  # first takes the Lease
+    second = start("second")
+    try:
+        cluster.create_pod(vgpu_pod("p", memory=1000))
+        for _ in range(100):
+            if cluster.bound() and used("first") == 1000:
+                break
+            await asyncio.sleep(0.02)
+        assert used("first") == 1000
+        assert used("second") is None  # a standby exports no GPU series
+    finally:
+        for task in (first, second):
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    assert used("first") is None  # stopped: nothing stale left behind
+
+
 async def test_replicas_with_different_pod_lists_cannot_both_bind() -> None:
     """r1 sees only z, a lagging r2 also sees x (older by name): both decide the one free GPU.
 
