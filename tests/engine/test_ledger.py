@@ -193,6 +193,7 @@ def test_encoding_round_trips_and_matches_the_crd_schema() -> None:
             },
             "pod uid u appears twice",
         ),
+        ({"nodeName": "other", "allocations": []}, "spec.nodeName 'other' differs from the object's name"),
     ],
 )
 def test_decode_errors_name_the_field(spec: dict[str, Any], message: str) -> None:

@@ -461,7 +461,10 @@ class Store:
     def expire_events(self) -> int:
         """Delete every Event whose TTL has run out (what etcd's lease expiry does); how many.
 
-        Called on every read and write, so expiry is seen as soon as anything looks."""
+        Called at the start of every get, list, watch and commit, so expiry is seen as soon as
+        anything looks (an already open watch sees the DELETED at the store's next access).
+        The double expires at exactly ``event_ttl``; kube-apiserver may keep an Event up to 60 s
+        longer (its etcd leases are reused for up to a minute), so tests allow that margin."""
         heap, objects, now = self._event_expiry, self._objects[_EVENTS], None
         expired = 0
         while heap:

@@ -453,6 +453,11 @@ def decode_ledger(obj: Mapping[str, Any]) -> NodeLedger:
     node = spec.get("nodeName") or metadata.get("name")
     if not isinstance(node, str) or not node:
         raise LedgerError("GPULedger: spec.nodeName is missing")
+    name = metadata.get("name")
+    if name is not None and name != node:
+        # One ledger per node, named after it: a second object naming the same node must not
+        # shadow (or be shadowed by) the real one, whichever order a LIST returns them in.
+        raise LedgerError(f"GPULedger {name}: spec.nodeName {node!r} differs from the object's name")
     allocations: dict[str, Allocation] = {}
     raw_list = spec.get("allocations") or []
     if not isinstance(raw_list, list):
