@@ -20,7 +20,7 @@ print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": gc.ge
 def test_tune_gc_raises_the_young_threshold_and_freezes_the_startup_heap() -> None:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
     seen = json.loads(done.stdout)
-    assert seen["before"] == [700, 10, 10]
+    assert seen["before"] != seen["after"]  # it changed something, whatever this CPython's defaults
     assert tuple(seen["after"]) == CONTROLLER_GC_THRESHOLDS
     assert CONTROLLER_GC_THRESHOLDS[0] >= 10_000
     assert seen["frozen"] > 1_000  # the modules and config loaded so far
