@@ -2,7 +2,7 @@
 
 The bulk runs in-process (tests/reliability/webhook_fuzz.py) in two worker processes, one per
 core, each with its own application: 2 x 1,000 hypothesis cases x 50 mutants = 100,000 requests
-in the default run (about 50 s on 2 idle cores), 2 x 5,000 x 50 = 500,000 with ``--long``. Then a
+in the default run (37-52 s on 2 cores), 2 x 5,000 x 50 = 500,000 with ``--long``. Then a
 sample of the same kind of cases goes over real HTTPS to a running webhook, which must keep
 serving afterwards.
 """
