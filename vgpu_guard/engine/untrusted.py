@@ -8,7 +8,6 @@ before the ABC check.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 __all__ = ["as_list", "as_mapping", "plain_int"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})  # shared by every caller, so read-only
-_PLAIN_INT = re.compile(r"[0-9]{1,18}")
+_MAX_DIGITS = 18
 
 
 def as_mapping(value: object) -> Mapping[str, Any]:
@@ -36,8 +35,8 @@ def as_list(value: object) -> list[Any]:
 def plain_int(text: str) -> int | None:
     """``text`` as a non-negative integer when it is 1 to 18 ASCII digits, else None.
 
-    Not ``str.isdigit()``: it accepts "²" and other digits ``int()`` refuses or that no plugin
+    Not ``str.isdigit()`` alone: it accepts "²" and other digits ``int()`` refuses or that no plugin
     writes, and an annotation of 5,000 digits would pass it and then raise in ``int()``. One of
     those on one pod or node must not stop a controller pass.
     """
-    return int(text) if _PLAIN_INT.fullmatch(text) else None
+    return int(text) if len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit() else None
