@@ -37,12 +37,14 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import (
     Allocation,
+    GpuUsage,
     LedgerError,
     NodeLedger,
     check_invariants,
     check_write,
     decode_ledger,
     encode_ledger,
+    gpu_usage,
 )
 from vgpu_guard.engine.pod_request import (
     GROUP_ANNOTATIONS,
@@ -575,9 +577,11 @@ class AllocationController:
         factor = self.config.nvidia.gpu_memory_factor
         nodes_by_name = {str(_meta(o).get("name")): o for o in node_objs}
         counts: dict[str, int] = {}
+        usage: dict[str, dict[str, GpuUsage]] = {}
         for name, info in view.nodes.items():
             ledger = ledgers.get(name) or NodeLedger(node=name)
-            violations = check_invariants(ledger, info, memory_factor=factor)
+            usage[name] = gpu_usage(ledger.allocations.values())
+            violations = check_invariants(ledger, info, memory_factor=factor, usage=usage[name])
             counts[name] = len(violations)
             messages = frozenset(v.message for v in violations)
             if messages and messages != self._reported_violations.get(name):
@@ -595,4 +599,4 @@ class AllocationController:
                     type_="Warning",
                 )
             self._reported_violations[name] = messages
-        self.metrics.ledgers.snapshot = LedgerSnapshot.of(view.nodes, ledgers, counts, factor)
+        self.metrics.ledgers.snapshot = LedgerSnapshot.of(view.nodes, usage, counts, factor)

@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from vgpu_guard.engine.cluster import NodeInfo
-from vgpu_guard.engine.ledger import NodeLedger
+from vgpu_guard.engine.ledger import GpuUsage
 
 __all__ = ["AllocationMetrics", "GpuRow", "LedgerCollector", "LedgerSnapshot"]
 
@@ -48,22 +48,21 @@ class LedgerSnapshot:
     def of(
         cls,
         nodes: Mapping[str, NodeInfo],
-        ledgers: Mapping[str, NodeLedger],
+        usage: Mapping[str, Mapping[str, GpuUsage]],
         violations: Mapping[str, int],
         memory_factor: int,
     ) -> LedgerSnapshot:
+        """Rows from each node's ``gpu_usage`` (computed once per pass, for the invariants too)."""
         rows = []
         for name in sorted(nodes):
-            used: dict[str, list[int]] = {}
-            ledger = ledgers.get(name)
-            for allocation in ledger.allocations.values() if ledger is not None else ():
-                for grant in allocation.grants():
-                    sums = used.setdefault(grant.uuid, [0, 0])
-                    sums[0] += grant.memory
-                    sums[1] += grant.cores
+            used = usage.get(name, {})
             for gpu in nodes[name].gpus:
-                memory, cores = used.get(gpu.uuid, (0, 0))
-                rows.append(GpuRow(name, gpu.uuid, gpu.memory * memory_factor, memory, cores))
+                u = used.get(gpu.uuid)
+                rows.append(
+                    GpuRow(
+                        name, gpu.uuid, gpu.memory * memory_factor, u.memory if u else 0, u.cores if u else 0
+                    )
+                )
         return cls(tuple(rows), dict(violations))
 
 

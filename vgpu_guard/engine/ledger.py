@@ -236,7 +236,12 @@ def _mig_violations(node: str, uuid: str, u: GpuUsage, total: int | None) -> lis
 
 
 def check_invariants(
-    ledger: NodeLedger, node: NodeInfo, *, memory_factor: int = 1, mig_slices: Mapping[str, int] | None = None
+    ledger: NodeLedger,
+    node: NodeInfo,
+    *,
+    memory_factor: int = 1,
+    mig_slices: Mapping[str, int] | None = None,
+    usage: Mapping[str, GpuUsage] | None = None,
 ) -> list[LedgerViolation]:
     """Every broken capacity invariant of ``ledger`` against the node's registered GPUs.
 
@@ -244,6 +249,7 @@ def check_invariants(
     single group, distinct positions, non-overlapping slices inside the card (``mig_slices``: the
     card's slice count per uuid when known). Grants on a uuid the node does not register are
     reported too (the card vanished or the node re-registered): their capacity cannot be checked.
+    ``usage``: ``gpu_usage`` of the ledger when the caller has computed it already.
     """
     out: list[LedgerViolation] = []
     cards = {g.uuid: g for g in node.gpus}
@@ -260,7 +266,9 @@ def check_invariants(
                         "a container needs distinct GPUs",
                     )
                 )
-    for uuid, u in sorted(gpu_usage(ledger.allocations.values()).items()):
+    if usage is None:
+        usage = gpu_usage(ledger.allocations.values())
+    for uuid, u in sorted(usage.items()):
         card = cards.get(uuid)
         if card is None:
             out.append(
