@@ -174,3 +174,13 @@ class Cluster:
             },
         )
         return created
+
+
+def seed_000() -> Cluster:
+    """8 GPUs of 24 GiB; 7 fully held by pods bound before vgpu-guard (adopted on the first pass)."""
+    cluster = Cluster([gpu_node("gpu-0", 8)])
+    for i in range(7):
+        cluster.bound_with_assignment(
+            f"busy-{i}", node="gpu-0", ids=f"GPU-gpu-0-{i},NVIDIA,24576,0:", memory=24576
+        )
+    return cluster

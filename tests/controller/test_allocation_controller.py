@@ -9,7 +9,7 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, FakeClock, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, FakeClock, gpu_node, seed_000, vgpu_pod
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller
@@ -21,16 +21,6 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "Prior
 SEED_000_MESSAGE = (
     "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
 )
-
-
-def seed_000() -> Cluster:
-    """8 GPUs of 24 GiB; 7 fully held by pods bound before vgpu-guard (adopted on the first pass)."""
-    cluster = Cluster([gpu_node("gpu-0", 8)])
-    for i in range(7):
-        cluster.bound_with_assignment(
-            f"busy-{i}", node="gpu-0", ids=f"GPU-gpu-0-{i},NVIDIA,24576,0:", memory=24576
-        )
-    return cluster
 
 
 async def test_seed_000_two_bound_to_the_free_gpu_third_pending_with_the_reason() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, seed_000, vgpu_pod
 from vgpu_guard.cli.simulation import confirm_allocations
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.memory import (
@@ -41,15 +41,6 @@ from vgpu_guard.kube.resources import LEASES, LEDGERS, NODES, PODS
 
 DEADLINE = 10.0
 VGPU_PREFIX = "volcano.sh/vgpu-"
-
-
-def seed_000() -> Cluster:
-    cluster = Cluster([gpu_node("gpu-0", 8)])
-    for i in range(7):
-        cluster.bound_with_assignment(
-            f"busy-{i}", node="gpu-0", ids=f"GPU-gpu-0-{i},NVIDIA,24576,0:", memory=24576
-        )
-    return cluster
 
 
 # --- fault families ------------------------------------------------------------------------------
