@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import functools
 import json
 import multiprocessing
 import os
@@ -36,6 +35,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -58,48 +58,35 @@ def cpu_model() -> str:
 # --- load generator (runs in the child process) -------------------------------------------------
 
 
-def load(
-    url: str,
-    body: bytes,
-    *,
-    ca_pem: str,
-    concurrency: int,
-    duration: float,
-    max_requests: int,
-    warmup: float,
-    rate: float | None = None,
-) -> Obj:
-    """Closed-loop load: ``concurrency`` workers POST ``body`` until ``duration`` or ``max_requests``.
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load run, as handed to the load-generator process (picklable).
 
-    With ``rate``: open loop instead, one request every ``1/rate`` s on up to ``concurrency``
-    connections, each latency counted from the moment the request was DUE (so a stalled server
-    cannot hide its queue: no coordinated omission)."""
-    return asyncio.run(
-        _load(
-            url,
-            body,
-            ca_pem=ca_pem,
-            concurrency=concurrency,
-            duration=duration,
-            max_requests=max_requests,
-            warmup=warmup,
-            rate=rate,
-        )
-    )
+    ``rate`` None: closed loop, ``concurrency`` workers POST ``body`` until ``duration`` or
+    ``max_requests``. With ``rate``: open loop instead, one request every ``1/rate`` s on up to
+    ``concurrency`` connections, each latency counted from the moment the request was DUE (so a
+    stalled server cannot hide its queue: no coordinated omission).
+    """
+
+    url: str
+    body: bytes
+    ca_pem: str
+    concurrency: int
+    duration: float
+    max_requests: int
+    warmup: float
+    rate: float | None = None
 
 
-async def _load(
-    url: str,
-    body: bytes,
-    *,
-    ca_pem: str,
-    concurrency: int,
-    duration: float,
-    max_requests: int,
-    warmup: float,
-    rate: float | None,
-) -> Obj:
-    context = ssl.create_default_context(cadata=ca_pem)
+def load(spec: LoadSpec) -> Obj:
+    """Run one ``LoadSpec`` in this (child) process."""
+    return asyncio.run(_load(spec))
+
+
+async def _load(spec: LoadSpec) -> Obj:
+    url, body, concurrency, duration = spec.url, spec.body, spec.concurrency, spec.duration
+    max_requests, warmup, rate = spec.max_requests, spec.warmup, spec.rate
+    context = ssl.create_default_context(cadata=spec.ca_pem)
     headers = {"Content-Type": "application/json"}
     latencies: list[float] = []
     errors = 0
@@ -353,49 +340,34 @@ async def run(args: argparse.Namespace) -> int:
                 "validate (ours)": f"https://127.0.0.1:{ours.port}/validate/pods",
             }
             with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+
+                async def measure(url: str, concurrency: int, rate: float | None = None) -> Obj | None:
+                    spec = LoadSpec(
+                        url,
+                        pod_body,
+                        ca_pem,
+                        concurrency,
+                        args.duration,
+                        args.max_requests,
+                        args.warmup,
+                        rate,
+                    )
+                    try:
+                        return await asyncio.wait_for(
+                            loop.run_in_executor(pool, load, spec), args.duration + 60
+                        )
+                    except TimeoutError:
+                        return None
+
                 for conc in levels:
                     for name, url in targets.items():
-                        job = loop.run_in_executor(
-                            pool,
-                            functools.partial(
-                                load,
-                                url,
-                                pod_body,
-                                ca_pem=ca_pem,
-                                concurrency=conc,
-                                duration=args.duration,
-                                max_requests=args.max_requests,
-                                warmup=args.warmup,
-                            ),
-                        )
-                        try:
-                            results[name, conc] = await asyncio.wait_for(job, args.duration + 60)
-                        except TimeoutError:
-                            results[name, conc] = None
+                        results[name, conc] = await measure(url, conc)
                 # Open loop at half of OUR peak throughput: the same offered load for every target,
                 # below saturation, so the p99 difference is the added service time, not a queue.
                 peak_ours = results.get(("mutate (ours)", args.peak))
                 if peak_ours:
-                    rate = peak_ours["rps"] / 2
                     for name, url in targets.items():
-                        job = loop.run_in_executor(
-                            pool,
-                            functools.partial(
-                                load,
-                                url,
-                                pod_body,
-                                ca_pem=ca_pem,
-                                concurrency=64,
-                                duration=args.duration,
-                                max_requests=args.max_requests,
-                                warmup=args.warmup,
-                                rate=rate,
-                            ),
-                        )
-                        try:
-                            open_loop[name] = await asyncio.wait_for(job, args.duration + 60)
-                        except TimeoutError:
-                            open_loop[name] = None
+                        open_loop[name] = await measure(url, 64, rate=peak_ours["rps"] / 2)
     # Print.
     print(
         f"webhook over TLS on loopback; Python {sys.version.split()[0]}; "
