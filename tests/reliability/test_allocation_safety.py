@@ -9,7 +9,7 @@ pass makes) or hit by an API fault. Every ledger version written is checked agai
 that moment; every 10,000 operations (and at the end) fresh replicas converge and the ledger is
 checked against the pods: no leaked, duplicated or lost entry.
 
-Sizes: one seed of 100,000 operations by default (137-174 s measured on 2 cores: the API double
+Sizes: one seed of 100,000 operations by default (137-188 s measured on 2 cores: the API double
 copies every object it hands out and validates every ledger write against the CRD schema, so a
 pass costs about a millisecond); ``--long`` / ``VGPU_GUARD_LONG=1`` runs three seeds
 (``VGPU_GUARD_ALLOC_OPS`` overrides the count, e.g. 4,000 for a quick local run).
@@ -124,7 +124,7 @@ def quiet_controller() -> Iterator[None]:
     logger.setLevel(level)
 
 
-# 137-174 s per seed on this 2-core VM; the suite's 300 s default is too tight for a slower runner.
+# 137-188 s per seed on this 2-core VM; the suite's 300 s default is too tight for a slower runner.
 @pytest.mark.timeout(1_800)
 @pytest.mark.parametrize("seed", [20250609, *([7, 11] if LONG else [])])
 async def test_random_operations_never_overcommit_leak_or_duplicate(
