@@ -23,7 +23,7 @@ import pytest
 from vgpu_guard.apidouble.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
-from vgpu_guard.kube.memory import MemoryClusterClient
+from vgpu_guard.apidouble.client import MemoryClusterClient
 
 
 class FakeClock:

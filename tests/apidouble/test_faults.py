@@ -8,7 +8,7 @@ import pytest
 
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.errors import Conflict, Expired, Unavailable
-from vgpu_guard.kube.memory import (
+from vgpu_guard.apidouble.client import (
     FaultPlan,
     MemoryClusterClient,
     conflict_error,

@@ -24,7 +24,7 @@ from vgpu_guard.apidouble.server import serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Forbidden
-from vgpu_guard.kube.memory import MemoryClusterClient
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.kube.resources import LEASES, NODES, PODS
 
 from .objects import node, pod

@@ -3,7 +3,7 @@
 ``FakeClusterClient`` implements only the protocol methods the certificates module uses (get,
 create, replace) with the API server's semantics (resourceVersion precondition → ``Conflict``,
 duplicate name → ``AlreadyExists``, missing → ``NotFound``); the rest fail loudly. Replace with
-``vgpu_guard.kube.memory.MemoryClusterClient`` once it lands.
+``vgpu_guard.apidouble.client.MemoryClusterClient`` once it lands.
 """
 
 from __future__ import annotations

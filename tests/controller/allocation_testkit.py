@@ -16,7 +16,7 @@ from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerViolation, NodeLedger, check_invariants, decode_ledger
-from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, PODS
 
 __all__ = ["Cluster", "FakeClock", "config", "gpu_node", "vgpu_pod"]

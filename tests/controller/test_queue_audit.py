@@ -24,7 +24,7 @@ from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.queue_audit import QueueAuditor, run_queue_audit
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.kube.memory import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.kube.resources import CRDS, EVENTS, NODES, QUEUES
 from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import AUDIT_LOGGER

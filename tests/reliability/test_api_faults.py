@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 from tests.controller.allocation_testkit import Cluster, seed_000, vgpu_pod
 from vgpu_guard.cli.simulation import confirm_allocations
 from vgpu_guard.controller.run import run_controller
-from vgpu_guard.kube.memory import (
+from vgpu_guard.apidouble.client import (
     FaultPlan,
     MemoryClusterClient,
     conflict_error,

@@ -5,7 +5,7 @@
     AdmissionChain        mutating/validating webhooks from the store    admission.py
     RBACAuthorizer        Roles/ClusterRoles/bindings from the store     rbac.py
     serve_double()        HTTPS server + kubeconfig, async context       server.py
-    MemoryClusterClient   in-process ClusterClient (vgpu_guard.kube.memory)
+    MemoryClusterClient   in-process ClusterClient (vgpu_guard.apidouble.client)
 
 What it serves and refuses: docs/apidouble.md.
 """

@@ -54,7 +54,7 @@ from vgpu_guard.engine.ledger import Allocation, check_invariants, decode_ledger
 from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.memory import MemoryClusterClient
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.kube.resources import (
     CRDS,
     GANG_PLACEMENTS,

@@ -23,7 +23,7 @@ import aiohttp
 from kubernetes.aio import client as kclient
 from kubernetes.aio import config as kconfig
 
-from vgpu_guard.kube.client import ObjectList, WatchEvent
+from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
 from vgpu_guard.kube.errors import KubeError, Unavailable, error_from_status
 from vgpu_guard.kube.resources import Resource
 
@@ -127,6 +127,11 @@ class AioClusterClient:
         except ValueError as e:
             raise Unavailable(f"{method} {path}: the server sent invalid JSON ({len(data)} bytes)") from e
 
+    async def server_version(self) -> Obj:
+        """``GET /version`` (gitVersion, major, minor): what features the server may lack."""
+        out: Obj = await self._json("GET", "/version")
+        return out
+
     # -- ClusterClient -----------------------------------------------------------------------------
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
         out: Obj = await self._json("GET", resource.path(namespace=namespace, name=name))
@@ -151,7 +156,7 @@ class AioClusterClient:
         body = await self._json("GET", resource.path(namespace=namespace), query=query)
         meta = body.get("metadata") or {}
         return ObjectList(
-            items=list(body.get("items") or []),
+            items=typed_items(list(body.get("items") or []), resource, body.get("apiVersion")),
             resource_version=str(meta.get("resourceVersion") or ""),
             continue_token=str(meta.get("continue") or ""),
             remaining_item_count=meta.get("remainingItemCount"),

@@ -5,7 +5,7 @@ Every read, write and watch of the controller, the webhook's caches, the certifi
 
 - ``vgpu_guard.kube.aio.AioClusterClient``: the official ``kubernetes.aio`` client (production,
   and tests against the API double served over HTTPS);
-- ``vgpu_guard.kube.memory.MemoryClusterClient``: calls the API double's store in-process (fast
+- ``vgpu_guard.apidouble.client.MemoryClusterClient``: calls the API double's store in-process (fast
   property tests with hundreds of thousands of operations).
 
 Objects are plain dicts exactly as the API serves them. Errors are ``vgpu_guard.kube.errors``.
@@ -37,6 +37,22 @@ class ObjectList:
     resource_version: str
     continue_token: str = ""
     remaining_item_count: int | None = None
+
+
+def typed_items(items: list[Obj], resource: Resource, list_api_version: str | None = None) -> list[Obj]:
+    """Give every item the ``kind``/``apiVersion`` its list implies, as client-go's dynamic client does.
+
+    kube-apiserver leaves both out of the items of a built-in LIST (only the ``...List`` carries
+    them; custom resources' items and watch events have them), and code that sorts objects by
+    ``kind`` would drop them all. Filled in place: the items are the caller's fresh copies.
+    """
+    api_version = list_api_version or resource.api_version
+    for item in items:
+        if not item.get("kind"):
+            item["kind"] = resource.kind
+        if not item.get("apiVersion"):
+            item["apiVersion"] = api_version
+    return items
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Store
-from vgpu_guard.kube.client import ObjectList, WatchEvent
+from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
 from vgpu_guard.kube.errors import Conflict, Expired, KubeError, Unavailable
 from vgpu_guard.kube.resources import PODS, Resource
 
@@ -206,6 +206,7 @@ class MemoryClusterClient:
             continue_token=continue_token,
         )
         self._after(rule)
+        typed_items(out.items, resource)
         return out
 
     async def watch(
