@@ -2,7 +2,7 @@
 
 Everything our product can observe of an API server's storage layer lives here, so the HTTP
 server (``vgpu_guard.apidouble.server``) and the in-process adapter
-(``vgpu_guard.kube.memory.MemoryClusterClient``) behave identically. The behaviours and their
+(``vgpu_guard.apidouble.client.MemoryClusterClient``) behave identically. The behaviours and their
 sources are listed in docs/apidouble.md and pinned by tests/apidouble/.
 
 Design choices:
@@ -390,7 +390,12 @@ class Store:
                 if not labels and not fields:
                     remaining = len(keys) - i
                 break
-            items.append(self.present(info, stored, resource.version))
+            item = self.present(info, stored, resource.version)
+            if info.crd_name is None:
+                # kube-apiserver's built-in LISTs name the type once, on the list, not on each item.
+                for key in _TYPE_KEYS:
+                    item.pop(key, None)
+            items.append(item)
         return ObjectList(
             items=items, resource_version=str(list_rv), continue_token=token, remaining_item_count=remaining
         )
@@ -552,9 +557,7 @@ class Store:
             meta.pop(key, None)
         if info.key == ("", "pods"):
             self._priority_admission(obj)
-            spec = obj.setdefault("spec", {})
-            if isinstance(spec, dict) and not spec.get("serviceAccountName"):
-                spec["serviceAccountName"] = "default"  # the ServiceAccount admission plugin
+            self._service_account_admission(ns, obj)
         return Pending(
             operation="CREATE",
             info=info,
@@ -568,6 +571,33 @@ class Store:
             dry_run=dry_run,
             retryable=False,
         )
+
+    def _default_service_account(self, ns: str) -> None:
+        """kube-controller-manager's serviceaccounts controller: every namespace gets ``default``.
+
+        Done at once here, where the real controller takes a moment: tests that wait for it (as
+        users' tooling retries) pass on both."""
+        accounts = self._types[("", "serviceaccounts")].resource()
+        self.create(accounts, {"metadata": {"name": "default"}}, namespace=ns)
+
+    def _service_account_admission(self, ns: str, pod: Obj) -> None:
+        """The ServiceAccount admission plugin: a pod names an account (``default`` unless set)
+        that must exist in its namespace."""
+        spec = pod.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return
+        if not spec.get("serviceAccountName"):
+            spec["serviceAccountName"] = "default"
+        account = spec["serviceAccountName"]
+        if (ns, account) not in self._objects[("", "serviceaccounts")]:
+            name = str(_meta(pod).get("name") or _meta(pod).get("generateName") or "")
+            raise st.forbidden(
+                f'pods "{name}" is forbidden: error looking up service account {ns}/{account}: '
+                f'serviceaccount "{account}" not found',
+                group="",
+                plural="pods",
+                name=name,
+            )
 
     def _namespace_lifecycle(self, ns: str, info: TypeInfo, name: str) -> None:
         """NamespaceLifecycle admission: no objects in missing or terminating namespaces."""
@@ -1017,6 +1047,8 @@ class Store:
             self._emit(info, "ADDED", obj, None)
             if info.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 self._crd_changed(obj, pending.warnings)
+            elif info.key == ("", "namespaces"):
+                self._default_service_account(pending.name)
             return self.present(info, obj, pending.version)
         if current is None:
             raise st.not_found(info.group, info.plural, pending.name)
