@@ -71,17 +71,34 @@ def _load_chart() -> Any:
 
 
 @lru_cache(maxsize=32)
-def _render_cached(values_json: str, name: str, namespace: str) -> tuple[tuple[str, str], ...]:
+def _render_cached(
+    values_json: str, name: str, namespace: str, kube_version: str | None
+) -> tuple[tuple[str, str], ...]:
+    from helm_python import _native
+
+    # helm-python-sdk's Chart.render does not pass Helm's --kube-version through, but the library
+    # it wraps takes it (``kube_version``); the chart reads .Capabilities.KubeVersion to pick the
+    # webhook scope and the PDB API, so a render for a real server must say which server.
+    options = {"name": name, "namespace": namespace}
+    if kube_version:
+        options["kube_version"] = kube_version
     with _load_chart() as chart:
-        out = chart.render(json.loads(values_json), name=name, namespace=namespace)
+        out = json.loads(
+            _native.call_string("helm_render", chart._raw(), values_json, json.dumps(options))
+        )
     return tuple(sorted(out.items()))
 
 
 def render_templates(
-    values: Mapping[str, Any] | None = None, *, name: str = RELEASE, namespace: str = NAMESPACE
+    values: Mapping[str, Any] | None = None,
+    *,
+    name: str = RELEASE,
+    namespace: str = NAMESPACE,
+    kube_version: str | None = None,
 ) -> dict[str, str]:
-    """Template path -> rendered text (``NOTES.txt`` included), as ``helm template`` makes them."""
-    return dict(_render_cached(json.dumps(values or {}, sort_keys=True), name, namespace))
+    """Template path -> rendered text (``NOTES.txt`` included), as ``helm template`` makes them
+    (``kube_version`` as ``--kube-version``; Helm's built-in default otherwise)."""
+    return dict(_render_cached(json.dumps(values or {}, sort_keys=True), name, namespace, kube_version))
 
 
 @dataclass(frozen=True)
@@ -105,10 +122,10 @@ class Rendered:
 
 
 @lru_cache(maxsize=32)
-def _parsed(values_json: str, name: str, namespace: str) -> tuple[Rendered, ...]:
+def _parsed(values_json: str, name: str, namespace: str, kube_version: str | None) -> tuple[Rendered, ...]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     out: list[Rendered] = []
-    for template, text in _render_cached(values_json, name, namespace):
+    for template, text in _render_cached(values_json, name, namespace, kube_version):
         if template.endswith("NOTES.txt"):
             continue
         for doc in yaml.load_all(text, Loader=loader):
@@ -118,12 +135,16 @@ def _parsed(values_json: str, name: str, namespace: str) -> tuple[Rendered, ...]
 
 
 def render_objects(
-    values: Mapping[str, Any] | None = None, *, name: str = RELEASE, namespace: str = NAMESPACE
+    values: Mapping[str, Any] | None = None,
+    *,
+    name: str = RELEASE,
+    namespace: str = NAMESPACE,
+    kube_version: str | None = None,
 ) -> list[Rendered]:
     """Every object the chart renders (hooks included), parsed, in template then document order.
 
     Each call returns fresh copies, so a test may modify what it gets."""
-    parsed = _parsed(json.dumps(values or {}, sort_keys=True), name, namespace)
+    parsed = _parsed(json.dumps(values or {}, sort_keys=True), name, namespace, kube_version)
     return [Rendered(template=r.template, obj=copy.deepcopy(r.obj)) for r in parsed]
 
 

@@ -128,16 +128,38 @@ has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in [
 has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.metadata.annotations
 {{- end }}
 
-{{/* The generated namespaceSelector: excluded namespaces (always ours) + the opt-out label. */}}
+{{/*
+How pods reach the pod webhooks: "matchConditions" (only GPU pods are sent, CEL; beta and on by
+default from 1.28) or "namespaceOptIn" (only namespaces labelled <optOutLabel>=enabled; for
+clusters without matchConditions, which drop the field silently and would send every pod).
+*/}}
+{{- define "vgpu-guard.podScope" -}}
+{{- $scope := .Values.webhooks.scope }}
+{{- if eq $scope "auto" }}
+{{- if semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version }}matchConditions{{ else }}namespaceOptIn{{ end }}
+{{- else if has $scope (list "matchConditions" "namespaceOptIn") }}
+{{- $scope }}
+{{- else }}
+{{- fail (printf "webhooks.scope: %q is not one of auto, matchConditions, namespaceOptIn" $scope) }}
+{{- end }}
+{{- end }}
+
+{{/* The generated namespaceSelector: excluded namespaces (always ours) + the opt-out (or opt-in) label. */}}
 {{- define "vgpu-guard.namespaceSelector" -}}
 {{- $excluded := concat .Values.webhooks.excludedNamespaces (list .Release.Namespace) | uniq }}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
     values: {{ toJson $excluded }}
+  {{- if eq (include "vgpu-guard.podScope" .) "namespaceOptIn" }}
+  - key: {{ .Values.webhooks.optOutLabel }}
+    operator: In
+    values: ["enabled"]
+  {{- else }}
   - key: {{ .Values.webhooks.optOutLabel }}
     operator: NotIn
     values: ["disabled"]
+  {{- end }}
 {{- end }}
 
 {{/* clientConfig of one webhook: (dict "ctx" $ "path" "/mutate/pods" "override" .clientConfig) */}}
