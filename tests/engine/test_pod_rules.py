@@ -311,6 +311,18 @@ def test_mig_request_rounded_to_profile(view: ClusterView) -> None:
     ]
 
 
+def test_canonical_quantities_from_the_api_server_are_plain_counts(view: ClusterView) -> None:
+    """kube-apiserver canonicalises before admission: the user's 3000 reaches the webhook as "3k"
+    (and 12000 as "12k"). Those are the same MiB counts, rounded and allowed like the plain form."""
+    result = review(pod({NUM: 1, MEM: "3k"}, annotations={"volcano.sh/vgpu-mode": "mig"}), view)
+    assert result.decision.allowed
+    assert limits_of(result.object)[MEM] == "5120"
+    assert result.warnings[0] == (
+        'vgpu-guard: container "cuda": rounded volcano.sh/vgpu-memory 3000 -> 5120 (MIG 1g.5gb)'
+    )
+    assert review(pod({NUM: 1, MEM: "12k"}), view).decision.allowed
+
+
 def test_mig_rounding_first_fitting_group_wins(view: ClusterView) -> None:
     # 6000 fits no instance of group1 (1g.5gb), so group2's smallest fitting instance (2g.10gb) wins.
     result = review(pod({NUM: 1, MEM: 6000}, annotations={"volcano.sh/vgpu-mode": "mig"}), view)

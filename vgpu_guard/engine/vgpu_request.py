@@ -42,6 +42,9 @@ def resource_names(nvidia: NvidiaConfig) -> dict[VgpuKey, str]:
     }
 
 
+BYTE_SUFFIXES = frozenset({"Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "M", "G", "T", "P", "E"})
+
+
 @dataclass(slots=True)
 class VgpuValue:
     """One vGPU resource of one container, as written and as parsed.
@@ -63,6 +66,16 @@ class VgpuValue:
     def path(self) -> str:
         """Where the value sits, for messages (built on demand: most pods never need it)."""
         return f"{self.container_path}.resources.{self.part}[{self.resource}]"
+
+    @property
+    def byte_suffixed(self) -> bool:
+        """Written with a suffix that makes it a byte count (``12Gi``, ``12G``), not a plain count.
+
+        kube-apiserver canonicalises quantities before admission: a user's ``3000`` reaches the
+        webhook as ``3k`` and ``12000`` as ``12k``, so ``k`` (and ``e3`` exponents) are plain counts.
+        Binary suffixes never come from an integer count; ``M`` and up would be a million MiB or
+        more on one GPU, a byte count in all but name."""
+        return self.quantity is not None and self.quantity.suffix in BYTE_SUFFIXES
 
 
 @dataclass(slots=True)

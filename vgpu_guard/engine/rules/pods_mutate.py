@@ -36,10 +36,7 @@ _WHO = "vgpu-guard"
 
 def _well_formed(cv: ContainerVgpu) -> bool:
     """Only containers whose values are plain whole numbers are normalised; validation reports the rest."""
-    return all(
-        v.integer is not None and v.quantity is not None and v.quantity.suffix == ""
-        for v in cv.values.values()
-    )
+    return all(v.integer is not None and not v.byte_suffixed for v in cv.values.values())
 
 
 def _ensure_map(parent: MutableMapping[str, Any], key: str) -> MutableMapping[str, Any]:

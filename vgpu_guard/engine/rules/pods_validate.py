@@ -46,7 +46,7 @@ def _value_violations(cv: ContainerVgpu, config: GuardConfig) -> list[Violation]
             )
             continue
         q = value.quantity
-        if key == "memory" and q.suffix and q.suffix not in ("m",) and not q.suffix.startswith(("e", "E")):
+        if key == "memory" and value.byte_suffixed:
             mib = math.ceil(q.value / _MIB / nvidia.gpu_memory_factor)
             unit = "MiB" if nvidia.gpu_memory_factor == 1 else f"units of {nvidia.gpu_memory_factor} MiB"
             out.append(
