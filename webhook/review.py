@@ -93,6 +93,19 @@ def decode_review(body: bytes) -> ReviewRequest:
     return request
 
 
+def _in_namespace(obj: dict[str, Any] | None, namespace: str) -> dict[str, Any] | None:
+    """``obj`` with ``metadata.namespace`` filled from the request when the client left it out.
+
+    kube-apiserver sends a CREATE's object as the client wrote it, so ``kubectl apply -n team``
+    of a manifest without a namespace arrives with none; the namespace is in ``request.namespace``.
+    Every rule reads the object's metadata, so it is filled here, once, at the boundary.
+    """
+    metadata = obj.get("metadata") if obj is not None else None
+    if namespace and isinstance(metadata, dict) and not metadata.get("namespace"):
+        metadata["namespace"] = namespace
+    return obj
+
+
 def to_engine(request: ReviewRequest) -> AdmissionRequest:
     """The engine's view of a decoded request."""
     return AdmissionRequest(
@@ -100,8 +113,8 @@ def to_engine(request: ReviewRequest) -> AdmissionRequest:
         group=request.resource.group,
         resource=request.resource.resource,
         operation=request.operation,
-        object=request.object,
-        old_object=request.old_object,
+        object=_in_namespace(request.object, request.namespace),
+        old_object=_in_namespace(request.old_object, request.namespace),
         namespace=request.namespace,
         name=request.name,
         username=request.user_info.username,
