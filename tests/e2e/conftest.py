@@ -26,6 +26,7 @@ import pytest_asyncio
 
 from tests.e2e.harness import (
     NODE_SET,
+    OPT_IN_LABEL,
     POOL_LABEL,
     SUITE_LABEL,
     Backend,
@@ -37,6 +38,7 @@ from tests.e2e.harness import (
     delete_nodes,
     device_plugin,
     heartbeat,
+    service_account_ready,
 )
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import NotFound
@@ -199,20 +201,37 @@ def ca_bundle(guard: Guard) -> str:
     return base64.b64encode(guard.ca_pem).decode()
 
 
+async def new_namespace(guard: Guard, api: AioClusterClient, *, opt_in: bool = True) -> str:
+    """A fresh story namespace, labelled in when the chart runs in the namespaceOptIn scope, and
+    ready for pods (its ``default`` ServiceAccount exists, with a token where the server needs one)."""
+    labels = {SUITE_LABEL: "e2e"}
+    if guard.opt_in and opt_in:
+        labels[OPT_IN_LABEL] = "enabled"
+    namespace = await api.create(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "e2e-", "labels": labels}},
+    )
+    name: str = namespace["metadata"]["name"]
+    await service_account_ready(api, name)
+    return name
+
+
+async def drop_namespace(api: AioClusterClient, namespace: str) -> None:
+    """Delete a story namespace. Bound pods on kubelet-less nodes never finish a graceful deletion
+    (and would keep the namespace Terminating): they are deleted with grace period 0 first."""
+    for pod in (await api.list(PODS, namespace=namespace)).items:
+        with contextlib.suppress(NotFound):
+            await api.delete(PODS, pod["metadata"]["name"], namespace=namespace, grace_period_seconds=0)
+    with contextlib.suppress(NotFound):
+        await api.delete(NAMESPACES, namespace)
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def env(guard: Guard) -> AsyncIterator[Env]:
     await guard.ensure("webhook", WEBHOOK_0)
     await guard.ensure("controller", CONTROLLER_0)
     api = await AioClusterClient.from_kubeconfig(str(guard.backend.admin_kubeconfig))
-    namespace = await api.create(
-        NAMESPACES,
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"generateName": "e2e-", "labels": {SUITE_LABEL: "e2e"}},
-        },
-    )
-    story = Env(guard, api, namespace["metadata"]["name"])
+    story = Env(guard, api, await new_namespace(guard, api))
     try:
         yield story
     finally:
@@ -222,14 +241,7 @@ async def env(guard: Guard) -> AsyncIterator[Env]:
             for identity, proc in guard.processes.items():
                 if identity not in (WEBHOOK_0, CONTROLLER_0):
                     await proc.stop()
-            # Bound pods on kubelet-less nodes never finish a graceful deletion: force them.
-            for pod in await story.pods():
-                with contextlib.suppress(NotFound):
-                    await api.delete(
-                        PODS, pod["metadata"]["name"], namespace=story.ns, grace_period_seconds=0
-                    )
-            with contextlib.suppress(NotFound):
-                await api.delete(NAMESPACES, story.ns)
+            await drop_namespace(api, story.ns)
         finally:
             for proc in guard.processes.values():
                 print(f"----- {proc.identity} (last lines) -----\n{proc.tail(3000)}")

@@ -69,6 +69,7 @@ SUITE_LABEL = "e2e.vgpu-guard.io/suite"
 POOL_LABEL = "e2e.vgpu-guard.io/pool"
 CAPACITY_LABEL = "e2e.vgpu-guard.io/capacity"
 IB_LABEL = "e2e.vgpu-guard.io/ib-cluster"
+OPT_IN_LABEL = "vgpu-guard.io/admission"  # the chart's webhooks.optOutLabel
 
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
@@ -136,6 +137,7 @@ class Backend(abc.ABC):
     admin_kubeconfig: Path
     admin_user: str  # the username webhooks see for the admin kubeconfig
     webhook_host: str  # where the local webhook listens and the API server reaches it
+    kube_version: str  # the server's gitVersion, what Helm's .Capabilities.KubeVersion would be
 
     @abc.abstractmethod
     async def kubeconfig_for(self, namespace: str, service_account: str) -> Path:
@@ -163,6 +165,7 @@ class DoubleBackend(Backend):
         self.admin_user = ADMIN.username
         admin = await AioClusterClient.from_kubeconfig(str(self.admin_kubeconfig))
         try:
+            self.kube_version = str((await admin.server_version())["gitVersion"])
             for path in sorted(VOLCANO_CRDS.glob("*.yaml")):
                 await admin.create(CRDS, yaml.safe_load(path.read_text()))
         finally:
@@ -189,32 +192,11 @@ class ClusterBackend(Backend):
         self.webhook_host = os.environ.get("E2E_WEBHOOK_HOST", "127.0.0.1")
 
     async def start(self) -> None:
-        from kubernetes import client, config
-
-        def whoami() -> str:
-            api = config.new_client_from_config(str(self.admin_kubeconfig))
-            try:
-                review = client.AuthenticationV1Api(api).create_self_subject_review(
-                    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-                )
-                return str(review.status.user_info.username)
-            finally:
-                api.close()
-
-        self.admin_user = os.environ.get("E2E_ADMIN_USER") or await asyncio.to_thread(whoami)
         admin = await AioClusterClient.from_kubeconfig(str(self.admin_kubeconfig))
         try:
-            missing = []
-            for name in ("queues.scheduling.volcano.sh", "podgroups.scheduling.volcano.sh"):
-                try:
-                    await admin.get(CRDS, name)
-                except NotFound:
-                    missing.append(name)
-            if missing:
-                raise HarnessError(
-                    f"the cluster lacks Volcano's CRDs {missing}: install Volcano (or apply "
-                    f"{VOLCANO_CRDS.relative_to(REPO)}/*.yaml) before running the suite"
-                )
+            self.admin_user = os.environ.get("E2E_ADMIN_USER") or await whoami(admin)
+            self.kube_version = str((await admin.server_version())["gitVersion"])
+            await ensure_volcano_crds(admin)
         finally:
             await admin.close()
 
@@ -259,6 +241,121 @@ def _current_cluster(kubeconfig: Path) -> Obj:
     if ca and not Path(ca).is_absolute():
         cluster["certificate-authority"] = str((kubeconfig.parent / ca).resolve())
     return cluster
+
+
+# -- what a real cluster needs before the suite ----------------------------------------------------
+SELF_SUBJECT_REVIEW_VERSIONS = ("v1", "v1beta1", "v1alpha1")
+CSRS = Resource("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False)
+
+
+async def whoami(admin: AioClusterClient) -> str:
+    """The username the API server (and so our webhook) sees for ``admin``.
+
+    SelfSubjectReview answers that from 1.26 (alpha) on; older servers have no such API, but a
+    dry-run CertificateSigningRequest comes back with ``spec.username`` filled in by the server
+    from the requester's identity, and creates nothing.
+    """
+    for version in SELF_SUBJECT_REVIEW_VERSIONS:
+        resource = Resource("authentication.k8s.io", version, "selfsubjectreviews", "SelfSubjectReview", False)
+        review = {"apiVersion": resource.api_version, "kind": "SelfSubjectReview"}
+        try:
+            out = await admin.create(resource, review)
+        except NotFound:
+            continue
+        return str(out["status"]["userInfo"]["username"])
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vgpu-guard-e2e-whoami")])
+    request = x509.CertificateSigningRequestBuilder().subject_name(name).sign(key, hashes.SHA256())
+    pem = request.public_bytes(serialization.Encoding.PEM)
+    csr = {
+        "apiVersion": CSRS.api_version,
+        "kind": CSRS.kind,
+        "metadata": {"generateName": "vgpu-guard-e2e-whoami-"},
+        "spec": {
+            "request": base64.b64encode(pem).decode(),
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["client auth"],
+        },
+    }
+    out = await admin.create(CSRS, csr, dry_run=True)
+    return str(out["spec"]["username"])
+
+
+_LIST_MAP_MARKERS = ("x-kubernetes-list-type", "x-kubernetes-list-map-keys")
+
+
+def _for_1_20(node: Any) -> Any:
+    """Drop empty defaults, and the list-map markers whose keys 1.20 then wants defaulted or required."""
+    if isinstance(node, dict):
+        drop = {"default"} if node.get("default") in (None, "") and "default" in node else set()
+        if node.get("x-kubernetes-list-type") == "map":
+            drop.update(_LIST_MAP_MARKERS)
+        return {k: _for_1_20(v) for k, v in node.items() if k not in drop}
+    if isinstance(node, list):
+        return [_for_1_20(v) for v in node]
+    return node
+
+
+async def ensure_volcano_crds(admin: AioClusterClient) -> None:
+    """Install Volcano's CRDs the cluster lacks, as "a cluster with Volcano" has them.
+
+    1.20 rejects Volcano's jobs CRD: its ``default: ""`` on string fields reaches validation as
+    null (``default: Invalid value: "null": in body must be of type string``). Only when the server
+    says so is the copy installed here stripped of empty defaults (and of the list-map markers whose
+    keys 1.20 then wants defaulted); what users install is unchanged.
+    """
+    for path in sorted(VOLCANO_CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            await admin.get(CRDS, crd["metadata"]["name"])
+            continue
+        except NotFound:
+            pass
+        try:
+            await admin.create(CRDS, crd)
+        except KubeError as e:
+            if e.code != 422 or ".default: Invalid value" not in str(e):
+                raise
+            await admin.create(CRDS, _for_1_20(crd))
+        await established(admin, crd["metadata"]["name"])
+
+
+async def established(admin: AioClusterClient, name: str) -> None:
+    async def check() -> bool:
+        crd = await admin.get(CRDS, name)
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    await until(f"CRD {name} Established", check)
+
+
+async def server_minor(admin: AioClusterClient) -> int:
+    version = await admin.server_version()
+    return int("".join(ch for ch in str(version.get("minor", "0")) if ch.isdigit()) or 0)
+
+
+async def service_account_ready(admin: AioClusterClient, namespace: str, name: str = "default") -> None:
+    """Wait until pods using ``name`` can be created in ``namespace``.
+
+    Before 1.24 the ServiceAccount admission plugin refuses a pod until the token controller has
+    put a token Secret on the account (``No API token found for service account "default"``);
+    users' tooling retries, the suite waits for the account (and, there, its token).
+    """
+    needs_token = await server_minor(admin) < 24
+
+    async def check() -> bool:
+        try:
+            account = await admin.get(SERVICE_ACCOUNTS, name, namespace=namespace)
+        except NotFound:
+            return False
+        return bool(account.get("secrets")) or not needs_token
+
+    await until(f"ServiceAccount {namespace}/{name} with its token", check, within=60.0)
 
 
 # -- processes ----------------------------------------------------------------------------------
@@ -357,6 +454,13 @@ class Guard:
     def host(self) -> str:
         return self.backend.webhook_host
 
+    @property
+    def opt_in(self) -> bool:
+        """True when the chart chose the namespaceOptIn scope (the server has no matchConditions):
+        only namespaces labelled ``OPT_IN_LABEL=enabled`` reach the pod webhooks, every pod there."""
+        mutating = next(o for o in self.objects if o["kind"] == "MutatingWebhookConfiguration")
+        return not any(w.get("matchConditions") for w in mutating["webhooks"])
+
     def values(self, *, in_cluster: bool = False) -> Obj:
         """The chart values of the suite (``in_cluster`` only to read the Deployments' process spec)."""
         return {
@@ -410,10 +514,13 @@ class Guard:
     async def install(self) -> None:
         self.port = free_port(self.host)
         cert, key = self.certificates()
-        rendered = [r for r in render_objects(self.values()) if not r.is_hook]
+        version = self.backend.kube_version
+        rendered = [r for r in render_objects(self.values(), kube_version=version) if not r.is_hook]
         self.objects = [r.obj for r in rendered]
         self.deployments = {
-            r.name: r.obj for r in render_objects(self.values(in_cluster=True)) if r.kind == "Deployment"
+            r.name: r.obj
+            for r in render_objects(self.values(in_cluster=True), kube_version=version)
+            if r.kind == "Deployment"
         }
         # helm install --create-namespace
         await self.apply(
@@ -427,21 +534,13 @@ class Guard:
             for obj in (o for o in self.objects if o["kind"] == kind):
                 await self.apply(obj)
                 if kind == "CustomResourceDefinition":
-                    await self._established(obj["metadata"]["name"])
+                    await established(self.admin, obj["metadata"]["name"])
         unknown = {o["kind"] for o in self.objects} - set(INSTALL_ORDER)
         if unknown:
             raise HarnessError(f"the chart renders kinds the suite does not install: {sorted(unknown)}")
         config = next(o for o in self.objects if o["kind"] == "ConfigMap")["data"]["config.yaml"]
         (self.workdir / "config.yaml").write_text(config)
         self._cert_files = (cert, key)
-
-    async def _established(self, name: str) -> None:
-        async def established() -> bool:
-            crd = await self.admin.get(CRDS, name)
-            conditions = (crd.get("status") or {}).get("conditions") or []
-            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-        await until(f"CRD {name} Established", established)
 
     async def process(self, component: str, identity: str) -> ServeProcess:
         """A ``serve`` process as the chart's Deployment runs it, plus local overrides."""
@@ -673,6 +772,7 @@ __all__ = [
     "LEASE",
     "NAMESPACE",
     "NODE_SET",
+    "OPT_IN_LABEL",
     "POOL_LABEL",
     "QUEUES",
     "RELEASE",
@@ -687,6 +787,9 @@ __all__ = [
     "ServeProcess",
     "background",
     "create_nodes",
+    "ensure_volcano_crds",
+    "service_account_ready",
+    "whoami",
     "delete_nodes",
     "device_plugin",
     "free_port",

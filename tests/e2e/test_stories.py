@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import CONTROLLER_0, WEBHOOK_0, Env, gpu_pod, plain_pod
+from tests.e2e.conftest import CONTROLLER_0, WEBHOOK_0, Env, drop_namespace, gpu_pod, new_namespace, plain_pod
 from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, LEASE, NAMESPACE, until
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEASES, LEDGERS, PODGROUPS, PODS, QUEUES
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 Obj = dict[str, Any]
 POD_WEBHOOK = "pods.vgpu.vgpu-guard.io"
 QUEUE_WEBHOOK = "queues.vgpu-guard.io"
+FAILED_CALLING = f'Internal error occurred: failed calling webhook "{POD_WEBHOOK}": '
 ROUTED = "vgpu-guard: set spec.schedulerName=vgpu-guard (was volcano; vGPU routing on)"
 STAMPED_HAMI = (
     "vgpu-guard: set annotation volcano.sh/vgpu-mode=hami-core (defaultMode auto, both modes offered)"
@@ -294,13 +295,27 @@ async def test_server_side_dry_run_gives_the_same_answers_and_creates_nothing(en
 
 # -- webhook outage -------------------------------------------------------------------------------
 async def test_webhook_down_non_gpu_pods_still_admitted_gpu_pods_fail_closed(env: Env) -> None:
-    """With the webhook process gone, the chart's matchConditions keep every pod that asks for no
-    GPU away from it (admitted), while GPU pods and Queues fail closed (failurePolicy Fail) with
-    the API server's error; when it is back, GPU pods are admitted again."""
+    """With the webhook process gone, pods our webhooks never see are admitted, while GPU pods and
+    Queues fail closed (failurePolicy Fail) with the API server's error; when it is back, GPU pods
+    are admitted again.
+
+    Which pods the webhooks never see depends on the chart's scope. With matchConditions (1.28+):
+    every pod that asks for no GPU, in any namespace. In the namespaceOptIn scope (older servers,
+    which drop matchConditions and would send every pod): every pod of a namespace not labelled in,
+    while a plain pod in a labelled namespace fails closed too, the price docs/install.md states."""
     webhook = env.guard.processes[WEBHOOK_0]
     assert await webhook.stop() == 0
-    created, warnings = await env.create(PODS, plain_pod("plain"))
-    assert created["metadata"]["name"] == "plain" and warnings == []
+    if env.guard.opt_in:
+        outside = await new_namespace(env.guard, env.api, opt_in=False)
+        env.undo.append(lambda: drop_namespace(env.api, outside))
+        created = await env.api.create(PODS, plain_pod("plain"), namespace=outside)
+        assert created["metadata"]["name"] == "plain"
+        with pytest.raises(KubeError) as error:
+            await env.create(PODS, plain_pod("plain"))
+        assert error.value.code == 500 and error.value.message.startswith(FAILED_CALLING)
+    else:
+        created, warnings = await env.create(PODS, plain_pod("plain"))
+        assert created["metadata"]["name"] == "plain" and warnings == []
     for resource, obj, name in (
         (PODS, gpu_pod("gpu", 12288, pool="seed-000"), POD_WEBHOOK),
         (QUEUES, queue("e2e-outage", "1"), QUEUE_WEBHOOK),
