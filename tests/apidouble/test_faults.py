@@ -6,8 +6,6 @@ import asyncio
 
 import pytest
 
-from vgpu_guard.apidouble.store import Store
-from vgpu_guard.kube.errors import Conflict, Expired, Unavailable
 from vgpu_guard.apidouble.client import (
     FaultPlan,
     MemoryClusterClient,
@@ -16,6 +14,8 @@ from vgpu_guard.apidouble.client import (
     timeout_error,
     unavailable_error,
 )
+from vgpu_guard.apidouble.store import Store
+from vgpu_guard.kube.errors import Conflict, Expired, Unavailable
 from vgpu_guard.kube.resources import NODES, PODS
 
 from .objects import node, pod

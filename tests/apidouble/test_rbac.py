@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.rbac import (
@@ -24,7 +25,6 @@ from vgpu_guard.apidouble.server import serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Forbidden
-from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.kube.resources import LEASES, NODES, PODS
 
 from .objects import node, pod

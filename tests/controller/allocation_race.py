@@ -44,11 +44,11 @@ from typing import Any, Literal
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, vgpu_pod
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, Verb, unavailable_error
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.ledger import check_invariants, decode_ledger, gpu_usage
 from vgpu_guard.kube.errors import NotFound
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, Verb, unavailable_error
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
 __all__ = ["Crash", "Crashing", "NodeState", "Observer", "RaceMachine"]

@@ -11,12 +11,13 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerViolation, NodeLedger, check_invariants, decode_ledger
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
+from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, PODS
 
 __all__ = ["Cluster", "FakeClock", "config", "gpu_node", "vgpu_pod"]
@@ -97,7 +98,7 @@ class Cluster:
         return {led.node: led for led in (decode_ledger(o) for o in self.store.list(LEDGERS).items)}
 
     def view(self) -> ClusterView:
-        return ClusterView.from_objects(self.store.list(NODES).items, self.config)
+        return ClusterView.from_objects(typed_items(self.store.list(NODES).items, NODES), self.config)
 
     def violations(self) -> list[LedgerViolation]:
         view = self.view()

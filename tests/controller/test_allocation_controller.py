@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, FakeClock, gpu_node, seed_000, vgpu_pod
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)

@@ -8,9 +8,9 @@ from typing import Any
 import yaml
 
 from tests.builders import config_with
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.gang_gc import release_finished_gangs
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS, PODS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,11 +20,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.queue_audit import QueueAuditor, run_queue_audit
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.resources import CRDS, EVENTS, NODES, QUEUES
 from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import AUDIT_LOGGER
@@ -82,7 +83,7 @@ def store() -> Store:
 
 
 def view_of(store: Store, *, synced: bool = True) -> ClusterView:
-    objects = [*store.list(NODES).items, *store.list(QUEUES).items]
+    objects = [*typed_items(store.list(NODES).items, NODES), *store.list(QUEUES).items]
     return ClusterView.from_objects(objects, CONFIG, synced=synced)
 
 

@@ -3,7 +3,8 @@
     guard    (session) the backend's API server with the chart installed through the API, the
              suite's nodes, the kubelet and device-plugin stand-ins, and the local processes
              e2e-webhook-0 and e2e-controller-0 running; parametrised over the backends
-             "double" (always) and "cluster" (when E2E_KUBECONFIG is set)
+             "double" (always) and "cluster" (E2E_KUBECONFIG or the project control plane,
+             tests/real_cluster.py)
     env      (story) a fresh namespace, an admin client, the default processes running again,
              and tear-down that undoes the story's faults even when it fails
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ from tests.e2e.harness import (
     heartbeat,
     service_account_ready,
 )
+from tests.real_cluster import RealCluster, deselect_real_cluster_items
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import NotFound
 from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, PODS, Resource
@@ -48,33 +49,17 @@ Obj = dict[str, Any]
 WEBHOOK_0 = "e2e-webhook-0"
 CONTROLLER_0 = "e2e-controller-0"
 
-_CLUSTER_SKIP = (
-    "backend cluster: set E2E_KUBECONFIG=<kubeconfig> to run the same stories against a real cluster "
-    "(see README, End-to-end tests)"
-)
 BACKENDS = ["double", "cluster"]
-_NOT_RUN: list[int] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without E2E_KUBECONFIG the cluster backend's stories are left out, said in one line."""
-    if os.environ.get("E2E_KUBECONFIG"):
-        return
-    cluster = [i for i in items if _backend_of(i) == "cluster"]
-    if cluster:
-        config.hook.pytest_deselected(items=cluster)
-        items[:] = [i for i in items if _backend_of(i) != "cluster"]
-        _NOT_RUN.append(len(cluster))
+    """The cluster backend's stories are left out only where no real cluster can be had."""
+    deselect_real_cluster_items(config, items, lambda item: _backend_of(item) == "cluster")
 
 
 def _backend_of(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("backend_name") if callspec is not None else None
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _NOT_RUN:
-        terminalreporter.write_line(f"SKIPPED {_CLUSTER_SKIP} ({sum(_NOT_RUN)} stories not run on it)")
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
@@ -83,20 +68,25 @@ def backend_name(request: pytest.FixtureRequest) -> str:
     return name
 
 
-async def _backend(name: str, workdir: Path) -> DoubleBackend | ClusterBackend:
+async def _backend(
+    name: str, workdir: Path, request: pytest.FixtureRequest
+) -> DoubleBackend | ClusterBackend:
     backend: DoubleBackend | ClusterBackend
     if name == "double":
         backend = DoubleBackend(workdir)
     else:
-        backend = ClusterBackend(workdir, os.environ["E2E_KUBECONFIG"])
+        real: RealCluster = request.getfixturevalue("real_api")
+        backend = ClusterBackend(workdir, str(real.kubeconfig))
     await backend.start()
     return backend
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def guard(backend_name: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Guard]:
+async def guard(
+    backend_name: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> AsyncIterator[Guard]:
     workdir = tmp_path_factory.mktemp(f"e2e-{backend_name}")
-    backend = await _backend(backend_name, workdir)
+    backend = await _backend(backend_name, workdir, request)
     clients: list[AioClusterClient] = []
     try:
         for _ in range(3):

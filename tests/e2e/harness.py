@@ -256,7 +256,9 @@ async def whoami(admin: AioClusterClient) -> str:
     from the requester's identity, and creates nothing.
     """
     for version in SELF_SUBJECT_REVIEW_VERSIONS:
-        resource = Resource("authentication.k8s.io", version, "selfsubjectreviews", "SelfSubjectReview", False)
+        resource = Resource(
+            "authentication.k8s.io", version, "selfsubjectreviews", "SelfSubjectReview", False
+        )
         review = {"apiVersion": resource.api_version, "kind": "SelfSubjectReview"}
         try:
             out = await admin.create(resource, review)
@@ -787,12 +789,12 @@ __all__ = [
     "ServeProcess",
     "background",
     "create_nodes",
-    "ensure_volcano_crds",
-    "service_account_ready",
-    "whoami",
     "delete_nodes",
     "device_plugin",
+    "ensure_volcano_crds",
     "free_port",
     "heartbeat",
+    "service_account_ready",
     "until",
+    "whoami",
 ]

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.informer import Informer, InformerEvent
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.kube.resources import CRDS, NODES, QUEUES
 from vgpu_guard.kube.view_cache import ClusterCache
 

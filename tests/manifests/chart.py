@@ -83,9 +83,7 @@ def _render_cached(
     if kube_version:
         options["kube_version"] = kube_version
     with _load_chart() as chart:
-        out = json.loads(
-            _native.call_string("helm_render", chart._raw(), values_json, json.dumps(options))
-        )
+        out = json.loads(_native.call_string("helm_render", chart._raw(), values_json, json.dumps(options)))
     return tuple(sorted(out.items()))
 
 

@@ -27,8 +27,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, seed_000, vgpu_pod
-from vgpu_guard.cli.simulation import confirm_allocations
-from vgpu_guard.controller.run import run_controller
 from vgpu_guard.apidouble.client import (
     FaultPlan,
     MemoryClusterClient,
@@ -37,6 +35,8 @@ from vgpu_guard.apidouble.client import (
     timeout_error,
     unavailable_error,
 )
+from vgpu_guard.cli.simulation import confirm_allocations
+from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.resources import LEASES, LEDGERS, NODES, PODS
 
 DEADLINE = 10.0

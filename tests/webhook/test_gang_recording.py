@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry
 from tests.builders import config_with
 from tests.engine.test_gang import LABEL, cluster, member, podgroup, terms
 from tests.webhook.conftest import admission_review
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource

@@ -642,6 +642,7 @@ async def serve_double(
         cert.write_bytes(tls.cert_pem)
         key.write_bytes(tls.key_pem)
         key.chmod(0o600)
+        store.publish_root_ca(tls.ca_pem.decode())
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(cert, key)
         runner = web.AppRunner(build_app(server), handle_signals=False, shutdown_timeout=2.0)

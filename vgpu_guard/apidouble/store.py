@@ -83,6 +83,7 @@ _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apiserver names.go: no vow
 _DNS1123_SUBDOMAIN = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _TYPE_KEYS = ("apiVersion", "kind")
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _EVENTS = ("", "events")
 
@@ -269,6 +270,7 @@ class Store:
         # stored one was superseded by a later write (which pushed its own) and is skipped.
         self._event_expiry: list[tuple[datetime, str, tuple[str, str]]] = []
         self._random = random.Random(seed)
+        self._root_ca_pem: str | None = None
         self._rv = 0
         self._types: dict[tuple[str, str], TypeInfo] = {}  # by (group, plural) of the API
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
@@ -393,8 +395,8 @@ class Store:
             item = self.present(info, stored, resource.version)
             if info.crd_name is None:
                 # kube-apiserver's built-in LISTs name the type once, on the list, not on each item.
-                for key in _TYPE_KEYS:
-                    item.pop(key, None)
+                for type_key in _TYPE_KEYS:
+                    item.pop(type_key, None)
             items.append(item)
         return ObjectList(
             items=items, resource_version=str(list_rv), continue_token=token, remaining_item_count=remaining
@@ -571,6 +573,20 @@ class Store:
             dry_run=dry_run,
             retryable=False,
         )
+
+    def publish_root_ca(self, ca_pem: str) -> None:
+        """kube-controller-manager's root-ca-cert-publisher: ``kube-root-ca.crt`` (key ``ca.crt``) in
+        every namespace, now and in each new one. Only a double served over HTTPS has a CA to publish."""
+        self._root_ca_pem = ca_pem
+        for _, name in list(self._objects[("", "namespaces")]):
+            self._publish_root_ca_in(name)
+
+    def _publish_root_ca_in(self, ns: str) -> None:
+        if self._root_ca_pem is None or (ns, ROOT_CA_CONFIG_MAP) in self._objects[("", "configmaps")]:
+            return
+        config_maps = self._types[("", "configmaps")].resource()
+        body = {"metadata": {"name": ROOT_CA_CONFIG_MAP}, "data": {"ca.crt": self._root_ca_pem}}
+        self.create(config_maps, body, namespace=ns)
 
     def _default_service_account(self, ns: str) -> None:
         """kube-controller-manager's serviceaccounts controller: every namespace gets ``default``.
@@ -1049,6 +1065,7 @@ class Store:
                 self._crd_changed(obj, pending.warnings)
             elif info.key == ("", "namespaces"):
                 self._default_service_account(pending.name)
+                self._publish_root_ca_in(pending.name)
             return self.present(info, obj, pending.version)
         if current is None:
             raise st.not_found(info.group, info.plural, pending.name)

@@ -41,6 +41,7 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.cli.documents import Document
 from vgpu_guard.cli.scenario import Scenario
@@ -53,8 +54,8 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, check_invariants, decode_ledger, gpu_usage
 from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
+from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.kube.resources import (
     CRDS,
     GANG_PLACEMENTS,
@@ -324,14 +325,10 @@ class _Run:
     def view(self) -> ClusterView:
         """What the webhook's caches would hold now (nodes, queues, podgroups, hypernodes, ledgers,
         gang placements)."""
-        objects = [
-            *self.store.list(NODES).items,
-            *self.store.list(QUEUES).items,
-            *self.store.list(PODGROUPS).items,
-            *self.store.list(HYPERNODES).items,
-            *self.store.list(LEDGERS).items,
-            *self.store.list(GANG_PLACEMENTS).items,
-        ]
+        # Straight from the store, as a LIST answers: built-in items carry no kind, so they are
+        # typed from their resource the way the client adapters type them.
+        resources = (NODES, QUEUES, PODGROUPS, HYPERNODES, LEDGERS, GANG_PLACEMENTS)
+        objects = [obj for r in resources for obj in typed_items(self.store.list(r).items, r)]
         return ClusterView.from_objects(objects, self.config, source="simulated cluster")
 
     # --- the story -------------------------------------------------------------------------------

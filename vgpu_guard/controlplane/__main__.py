@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--force", action="store_true", help="rebuild even when the cache is valid")
     for name, text in (("start", "start in the background"), ("stop", "stop what start started")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("--dir", type=Path, default=cache_root() / "run", help="state and logs (default: %(default)s)")
+        cmd.add_argument(
+            "--dir", type=Path, default=cache_root() / "run", help="state and logs (default: %(default)s)"
+        )
     sub.add_parser("status", help="say whether a verified build is cached")
     return parser
 
@@ -49,14 +51,18 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if problem is None else 1
         if args.command == "stop":
             stopped = stop_recorded(args.dir)
-            print(f"stopped {', '.join(stopped)}" if stopped else f"nothing recorded as running in {args.dir}")
+            print(
+                f"stopped {', '.join(stopped)}" if stopped else f"nothing recorded as running in {args.dir}"
+            )
             return 0
         binaries = ensure_built(lambda line: print(line, flush=True), force=getattr(args, "force", False))
         if args.command == "build":
             print(f"control plane {binaries.version}: {binaries.bin_dir} (source: {binaries.source_dir})")
             return 0
         if (args.dir / "state.json").exists():
-            print(f"{args.dir} already has a running control plane: scripts/control-plane stop --dir {args.dir}")
+            print(
+                f"{args.dir} already has a running control plane: scripts/control-plane stop --dir {args.dir}"
+            )
             return 1
         plane = ControlPlane(binaries, args.dir)
         plane.start()

@@ -109,7 +109,9 @@ def cache_problem(directory: Path, version: str = KUBERNETES_VERSION) -> str | N
 
 def _reports_version(binary: Path, version: str) -> bool:
     try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.stdout.strip() == f"Kubernetes v{version}"
@@ -174,7 +176,9 @@ def _ensure_deb_src(log: Log, log_file: Path) -> bool:
     if not DEBIAN_SOURCES.exists():
         raise Unavailable(f"needs {DEBIAN_SOURCES} (deb822 sources) to mirror as deb-src entries")
     text = re.sub(r"(?m)^Types:\s*deb\s*$", "Types: deb-src", DEBIAN_SOURCES.read_text())
-    DEB_SRC_FILE.write_text(f"# Added by vgpu-guard's scripts/control-plane: mirrors {DEBIAN_SOURCES}.\n{text}")
+    DEB_SRC_FILE.write_text(
+        f"# Added by vgpu-guard's scripts/control-plane: mirrors {DEBIAN_SOURCES}.\n{text}"
+    )
     log(f"added deb-src entries in {DEB_SRC_FILE}")
     return True
 

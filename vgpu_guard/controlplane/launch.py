@@ -128,9 +128,7 @@ class ControlPlane:
         pki.mkdir(exist_ok=True)
         key = pki / "sa.key"
         if not key.exists():
-            subprocess.run(
-                ["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True
-            )
+            subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
             subprocess.run(
                 ["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pki / "sa.pub")],
                 check=True,
@@ -201,7 +199,9 @@ class ControlPlane:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "vgpu-guard", "cluster": {"server": self.server, "certificate-authority-data": ca}}],
+            "clusters": [
+                {"name": "vgpu-guard", "cluster": {"server": self.server, "certificate-authority-data": ca}}
+            ],
             "users": [{"name": user, "user": {"token": token}}],
             "contexts": [{"name": "vgpu-guard", "context": {"cluster": "vgpu-guard", "user": user}}],
             "current-context": "vgpu-guard",
@@ -212,7 +212,11 @@ class ControlPlane:
         for path, user, token in (
             (self.kubeconfig, ADMIN_USER, self.admin_token),
             (self.directory / "scheduler.kubeconfig", "system:kube-scheduler", self._scheduler_token),
-            (self.directory / "controller-manager.kubeconfig", "system:kube-controller-manager", self._manager_token),
+            (
+                self.directory / "controller-manager.kubeconfig",
+                "system:kube-controller-manager",
+                self._manager_token,
+            ),
         ):
             path.write_text(self._kubeconfig(user, token))
             os.chmod(path, 0o600)
