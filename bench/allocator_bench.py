@@ -40,6 +40,7 @@ def node(name: str, gpus: int) -> dict[str, object]:
         },
         "status": {
             "allocatable": {
+                "pods": "110",
                 "volcano.sh/vgpu-number": "80",
                 "volcano.sh/vgpu-memory": str(81920 * gpus),
                 "volcano.sh/vgpu-cores": "800",

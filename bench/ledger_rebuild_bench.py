@@ -63,6 +63,7 @@ def node_obj(name: str) -> Obj:
             "allocatable": {
                 "cpu": "192",
                 "memory": "2Ti",
+                "pods": "110",
                 "volcano.sh/vgpu-number": str(10 * GPUS),
                 "volcano.sh/vgpu-memory": str(81920 * GPUS),
                 "volcano.sh/vgpu-cores": str(100 * GPUS),

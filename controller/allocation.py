@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -53,10 +53,22 @@ from vgpu_guard.engine.pod_request import (
     pod_request,
     whole_card_gpus,
 )
+from vgpu_guard.engine.scheduling import PodFacts, Workloads, pod_facts
 from vgpu_guard.engine.untrusted import plain_int
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
-from vgpu_guard.kube.resources import EVENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.kube.resources import (
+    EVENTS,
+    LEDGERS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    QUEUES,
+    Resource,
+)
 from vgpu_guard.logs import audit
 
 __all__ = ["AllocationController", "Clock", "PassResult"]
@@ -195,6 +207,32 @@ class AllocationController:
             await self.client.create(EVENTS, event, namespace=namespace)
         except KubeError as e:
             log.warning("cannot record event %s on %s/%s: %s", reason, namespace, meta.get("name"), e)
+
+    async def _workloads(
+        self, pods: Sequence[Obj], ledgers: Mapping[str, NodeLedger], pending: Sequence[PodFacts]
+    ) -> Workloads:
+        """The pods each node runs, as kube-scheduler's filters count them: bound and not terminal,
+        plus those our ledgers reserve a node for before their binding (so that two replicas,
+        which serialise on the node's ledger, never promise its CPU or ports twice). Claims,
+        volumes and namespace labels are read only when a pending pod needs them."""
+        reserved = {uid: node for node, ledger in ledgers.items() for uid in ledger.allocations}
+        placed = []
+        for pod in pods:
+            if _terminal(pod):
+                continue
+            node = _node_name(pod) or reserved.get(str(_meta(pod).get("uid")))
+            if node:
+                placed.append((pod_facts(pod), node))
+        needs_volumes = any(f.claims for f in pending)
+        needs_namespaces = any(
+            t.namespace_selector is not None for f in pending for t in (*f.affinity, *f.anti_affinity)
+        ) or any(t.namespace_selector is not None for f, _ in placed for t in f.anti_affinity)
+        return Workloads(
+            placed,
+            claims=await self._list(PERSISTENT_VOLUME_CLAIMS, optional=True) if needs_volumes else (),
+            volumes=await self._list(PERSISTENT_VOLUMES, optional=True) if needs_volumes else (),
+            namespaces=await self._list(NAMESPACES) if needs_namespaces else (),
+        )
 
     async def _unschedulable(self, pod: Obj, message: str, result: PassResult) -> None:
         """PodScheduled=False/Unschedulable with the message, and an Event, when the message is new."""
@@ -394,7 +432,6 @@ class AllocationController:
                         "reservation until it ends; delete it so its controller recreates it"
                     ),
                 )
-        allocator = Allocator(view, ledgers, config=self.config, whole_card=whole)
         scheduler = self.config.scheduling.scheduler_name
         pending: list[tuple[PodRequest, Obj]] = []
         for pod in pods:
@@ -417,7 +454,9 @@ class AllocationController:
                     result,
                 )
                 continue
-            pending.append((request, pod))
+            pending.append((replace(request, facts=pod_facts(pod)), pod))
+        workloads = await self._workloads(pods, ledgers, [req.facts for req, _ in pending if req.facts])
+        allocator = Allocator(view, ledgers, config=self.config, whole_card=whole, workloads=workloads)
         result.pending = len(pending)
         self.metrics.pending.set(len(pending))
         objects = {req.uid: pod for req, pod in pending}

@@ -76,6 +76,7 @@ def gpu_node(
             "allocatable": {
                 "cpu": cpu,
                 "memory": "256Gi",
+                "pods": "110",
                 "volcano.sh/vgpu-number": str(count * split),
                 "volcano.sh/vgpu-memory": str(count * memory),
                 "volcano.sh/vgpu-cores": str(count * 100),

@@ -156,6 +156,7 @@ class NodeState:
     def allocatable(self) -> dict[str, str]:
         return {
             "cpu": "64",
+            "pods": "110",
             "volcano.sh/vgpu-number": str(self.split * len(self.memories)),
             "volcano.sh/vgpu-memory": str(sum(self.memories)),
             "volcano.sh/vgpu-cores": str(100 * len(self.memories)),

@@ -61,6 +61,7 @@ def gpu_node(
         "status": {
             "allocatable": {
                 "cpu": "64",
+                "pods": "110",
                 "volcano.sh/vgpu-number": str(split * len(memories)),
                 "volcano.sh/vgpu-memory": str(sum(memories)),
                 "volcano.sh/vgpu-cores": str(100 * len(memories)),
@@ -75,7 +76,7 @@ def cpu_node(name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": "32"}, "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"allocatable": {"cpu": "32", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]},
     }
 
 

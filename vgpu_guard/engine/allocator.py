@@ -44,6 +44,7 @@ from vgpu_guard.engine.node_filter import node_rejection
 from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+from vgpu_guard.engine.scheduling import NodeConstraints, Prepared, Workloads, unsupported_message
 
 __all__ = [
     "Allocator",
@@ -75,8 +76,9 @@ class Unplaceable:
 
     pod: PodRequest
     message: str
-    # capacity: no node fits; queue: the queue refuses; gang: the group cannot start together.
-    cause: Literal["capacity", "queue", "gang"] = "capacity"
+    # capacity: no node fits; queue: the queue refuses; gang: the group cannot start together;
+    # unsupported: the pod uses what only kube-scheduler evaluates, so it is never bound here.
+    cause: Literal["capacity", "queue", "gang", "unsupported"] = "capacity"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +161,20 @@ class Allocator:
         whole_card: Mapping[str, int] | None = None,
         search: Search = "indexed",
         policy: Policy | None = None,
+        workloads: Workloads | None = None,
     ) -> None:
         self.view = view
+        # kube-scheduler's other filters (resources, ports, pod affinity, spread, volumes), over
+        # the pods on each node; None checks GPUs and node labels/taints only.
+        self._constraints = NodeConstraints(view.nodes, workloads) if workloads is not None else None
+        self._prepared: Prepared | None = None
+        # The vGPU resources are judged per GPU first (reasons that name the card and the numbers),
+        # then as node sums against allocatable, as the kubelet admits them.
+        nvidia = config.nvidia
+        self._vgpu_resources = frozenset(
+            (nvidia.resource_count_name, nvidia.resource_memory_name, nvidia.resource_core_name,
+             nvidia.resource_memory_percentage_name)
+        )  # fmt: skip
         self.config = config
         self.search: Search = search
         self.policy: Policy = policy or config.scheduling.policy
@@ -263,6 +277,8 @@ class Allocator:
         ledger = self._ledgers.get(placement.node) or NodeLedger(node=placement.node)
         self._ledgers[placement.node] = ledger.with_allocation(allocation)
         self._apply(placement.node, allocation, sign=1)
+        if self._constraints is not None and placement.pod.facts is not None:
+            self._constraints.workloads.assume(placement.pod.facts, placement.node)
 
     def release(self, pod_uid: str) -> Allocation | None:
         """Remove a pod's entry from the state; returns what it held (None: nothing)."""
@@ -273,6 +289,8 @@ class Allocator:
         allocation = ledger.allocations[pod_uid]
         self._ledgers[node] = ledger.without(pod_uid)
         self._apply(node, allocation, sign=-1)
+        if self._constraints is not None:
+            self._constraints.workloads.forget(pod_uid)
         return allocation
 
     def mark_committed(self, pod_uid: str) -> Allocation:
@@ -394,6 +412,10 @@ class Allocator:
         if rejection is not None:
             code, _, detail = rejection.partition(":")
             return NodeFailure(code, detail)
+        if self._constraints is not None and self._prepared is not None:
+            reasons = self._constraints.reasons(self._prepared, info, later=self._vgpu_resources)
+            if reasons:
+                return NodeFailure("scheduler", reasons=reasons)
         if pod.mode is not None and info.mode != pod.mode:
             return NodeFailure("mode", f"{info.mode} mode (the pod requires {pod.mode})")
         most = max(c.count for c in pod.containers)
@@ -461,6 +483,10 @@ class Allocator:
                 devices.append(grant)
             chosen_all.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(devices)))
         assert rank is not None
+        if self._constraints is not None and self._prepared is not None:
+            reasons = self._constraints.fits_later(self._prepared, node.info, self._vgpu_resources)
+            if reasons:
+                return NodeFailure("scheduler", reasons=reasons), []
         return rank, tuple(chosen_all)
 
     # --- search --------------------------------------------------------------------------------
@@ -582,9 +608,17 @@ class Allocator:
         refusal = self._queue_refusal(pod, queue, explicit, ())
         if refusal is not None:
             return Unplaceable(pod=pod, message=refusal, cause="queue")
-        found = self._search(pod)
-        if found is None:
-            return Unplaceable(pod=pod, message=self.diagnose(pod))
+        if self._constraints is not None and pod.facts is not None:
+            unsupported = unsupported_message(pod.facts)
+            if unsupported is not None:
+                return Unplaceable(pod=pod, message=unsupported, cause="unsupported")
+            self._prepared = self._constraints.prepare(pod.facts)
+        try:
+            found = self._search(pod)
+            if found is None:
+                return Unplaceable(pod=pod, message=self.diagnose(pod))
+        finally:
+            self._prepared = None
         node, grants = found
         refusal = self._queue_refusal(pod, queue, explicit, grants)
         if refusal is not None:

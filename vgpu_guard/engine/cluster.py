@@ -17,6 +17,7 @@ from typing import Any
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION, GpuDevice, Mode, parse_registration
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+from vgpu_guard.engine.resources import scheduler_units
 
 __all__ = ["ClusterView", "NodeInfo", "Taint", "node_info"]
 
@@ -51,6 +52,11 @@ class NodeInfo:
     def schedulable(self) -> bool:
         """Ready and not cordoned: the nodes whose capacity counts."""
         return self.ready and not self.unschedulable
+
+    @cached_property
+    def allocatable_units(self) -> Mapping[str, int]:
+        """``allocatable`` in kube-scheduler's whole units (cpu in millicores), for NodeResourcesFit."""
+        return {name: scheduler_units(name, value) for name, value in self.allocatable.items()}
 
     @property
     def vgpu_capable(self) -> bool:

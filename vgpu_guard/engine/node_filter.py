@@ -9,10 +9,12 @@ by ``placement_reason`` into the ``0/N nodes are available`` message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vgpu_guard.engine.cluster import NodeInfo, Taint
 from vgpu_guard.engine.pod_request import NodeSelectorRequirement, NodeSelectorTerm, PodRequest, Toleration
 
-__all__ = ["node_rejection", "tolerates"]
+__all__ = ["matches_node_terms", "matches_selector_and_affinity", "node_rejection", "tolerates"]
 
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", value="", effect="NoSchedule")
 
@@ -57,6 +59,20 @@ def _term(term: NodeSelectorTerm, node: NodeInfo) -> bool:
     )
 
 
+def matches_node_terms(terms: tuple[NodeSelectorTerm, ...], node: NodeInfo) -> bool:
+    """Node selector terms ORed (required node affinity, a PersistentVolume's node affinity)."""
+    return any(_term(t, node) for t in terms)
+
+
+def matches_selector_and_affinity(
+    selector: Mapping[str, str], affinity: tuple[NodeSelectorTerm, ...] | None, node: NodeInfo
+) -> bool:
+    """kube-scheduler's PodMatchesNodeSelectorAndAffinityTerms."""
+    if any(node.labels.get(k) != v for k, v in selector.items()):
+        return False
+    return affinity is None or matches_node_terms(affinity, node)
+
+
 def _taint_text(taint: Taint) -> str:
     return f"{{{taint.key}: {taint.value}}}" if taint.value else f"{{{taint.key}}}"
 
@@ -70,9 +86,7 @@ def node_rejection(pod: PodRequest, node: NodeInfo) -> str | None:
         return "not-ready"
     if node.unschedulable and not tolerates(pod.tolerations, _UNSCHEDULABLE_TAINT):
         return "unschedulable"
-    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
-        return "selector"
-    if pod.affinity is not None and not any(_term(t, node) for t in pod.affinity):
+    if not matches_selector_and_affinity(pod.node_selector, pod.affinity, node):
         return "selector"
     for taint in node.taints:
         if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(pod.tolerations, taint):

@@ -24,6 +24,7 @@ _NODE_ORDER = (
     "unschedulable",
     "selector",
     "taint",
+    "scheduler",
     "no-gpu",
     "gpu-problem",
     "mode",
@@ -59,10 +60,15 @@ class CardFailure:
 
 @dataclass(frozen=True, slots=True)
 class NodeFailure:
-    """Why a node cannot take the pod: a code from ``_NODE_ORDER`` and a detail for the text."""
+    """Why a node cannot take the pod: a code from ``_NODE_ORDER`` and a detail for the text.
+
+    Code ``scheduler`` carries kube-scheduler's own reason texts (``Insufficient cpu``, ...), one
+    or more per node; each is counted and shown as kube-scheduler shows it (``2 Insufficient cpu``).
+    """
 
     code: str
     detail: str = ""
+    reasons: tuple[str, ...] = ()
 
 
 def _count(n: int, singular: str, plural: str, what: str = "node") -> str:
@@ -140,10 +146,16 @@ def _memory_texts(failures: list[CardFailure]) -> list[str]:
 
 def unavailable_message(total_nodes: int, nodes: Iterable[NodeFailure], cards: Iterable[CardFailure]) -> str:
     """``0/N nodes are available: <reasons>`` from per-node and per-GPU failures."""
-    node_counts = Counter((f.code, f.detail) for f in nodes)
+    node_list = list(nodes)
+    node_counts = Counter((f.code, f.detail) for f in node_list if f.code != "scheduler")
+    scheduler_counts = Counter(r for f in node_list if f.code == "scheduler" for r in f.reasons)
     card_list = list(cards)
     parts: list[str] = []
     for code in _NODE_ORDER:
+        if code == "scheduler":
+            # kube-scheduler's histogram: "<count> <reason>", sorted by that text.
+            parts.extend(sorted(f"{n} {reason}" for reason, n in scheduler_counts.items()))
+            continue
         for (c, detail), n in sorted(node_counts.items()):
             if c == code:
                 parts.append(_node_text(c, detail, n))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vgpu_guard.engine.annotations import (
     NOUSE_GPUTYPE,
@@ -27,6 +27,9 @@ from vgpu_guard.engine.config import NvidiaConfig
 from vgpu_guard.engine.untrusted import as_list, as_mapping
 from vgpu_guard.engine.vgpu_request import VgpuValue, vgpu_containers
 
+if TYPE_CHECKING:
+    from vgpu_guard.engine.scheduling.facts import PodFacts
+
 __all__ = [
     "GROUP_ANNOTATIONS",
     "QUEUE_ANNOTATION",
@@ -36,7 +39,10 @@ __all__ = [
     "PodRequest",
     "PodRequestError",
     "Toleration",
+    "affinity_terms",
+    "node_selector_terms",
     "pod_request",
+    "tolerations_of",
     "whole_card_gpus",
 ]
 
@@ -117,6 +123,9 @@ class PodRequest:
     # From the pod annotation; the PodGroup's spec.queue wins (resolved by the allocator).
     queue: str = ""
     group: str = ""
+    # kube-scheduler's view of the pod (requests, ports, pod affinity, spread, claims), when the
+    # caller checks those constraints (the controller does; GPU-only callers leave it None).
+    facts: PodFacts | None = None
 
     @property
     def key(self) -> str:
@@ -146,7 +155,8 @@ def _requirements(raw: object) -> tuple[NodeSelectorRequirement, ...]:
     )
 
 
-def _affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+def affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+    """Required node affinity terms (None: none required; () would match no node)."""
     required = as_mapping(
         as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -154,13 +164,31 @@ def _affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
     )
     if "nodeSelectorTerms" not in required:
         return None
+    return node_selector_terms(required.get("nodeSelectorTerms"))
+
+
+def node_selector_terms(raw: object) -> tuple[NodeSelectorTerm, ...]:
+    """A ``nodeSelectorTerms`` list (pod node affinity, a PersistentVolume's node affinity)."""
     return tuple(
         NodeSelectorTerm(
             expressions=_requirements(term.get("matchExpressions")),
             fields=_requirements(term.get("matchFields")),
         )
-        for term in as_list(required.get("nodeSelectorTerms"))
+        for term in as_list(raw)
         if isinstance(term, Mapping)
+    )
+
+
+def tolerations_of(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=str(t.get("key") or ""),
+            operator=str(t.get("operator") or "Equal"),
+            value=str(t.get("value") or ""),
+            effect=str(t.get("effect") or ""),
+        )
+        for t in as_list(spec.get("tolerations"))
+        if isinstance(t, Mapping)
     )
 
 
@@ -219,17 +247,8 @@ def pod_request(
         created=str(metadata.get("creationTimestamp") or ""),
         mode=annotations.get(VGPU_MODE),
         node_selector={str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()},
-        affinity=_affinity(spec),
-        tolerations=tuple(
-            Toleration(
-                key=str(t.get("key") or ""),
-                operator=str(t.get("operator") or "Equal"),
-                value=str(t.get("value") or ""),
-                effect=str(t.get("effect") or ""),
-            )
-            for t in as_list(spec.get("tolerations"))
-            if isinstance(t, Mapping)
-        ),
+        affinity=affinity_terms(spec),
+        tolerations=tolerations_of(spec),
         use_types=_csv(annotations.get(USE_GPUTYPE)),
         nouse_types=_csv(annotations.get(NOUSE_GPUTYPE)),
         use_uuids=frozenset(uuids_use) if USE_GPUUUID in annotations else None,

@@ -20,6 +20,8 @@ __all__ = [
     "MUTATING_WEBHOOKS",
     "NAMESPACES",
     "NODES",
+    "PERSISTENT_VOLUMES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODGROUPS",
     "PODS",
     "QUEUES",
@@ -59,6 +61,10 @@ class Resource:
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
+)
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)

@@ -1,0 +1,52 @@
+"""VolumeBinding, for claims that are already bound: the PersistentVolume's node affinity.
+
+volumebinding (1.20): a claim that does not exist, or is being deleted, fails the pod on every
+node with kube-scheduler's words. Binding an unbound claim (finding or provisioning a volume,
+WaitForFirstConsumer) is kube-scheduler's own work, which vgpu-guard does not repeat: such a pod
+is refused with a message that says so (``refusal``), never bound blindly. For bound claims, a
+node fails when the volume's ``spec.nodeAffinity.required`` does not select it.
+"""
+
+from __future__ import annotations
+
+from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.node_filter import matches_node_terms
+from vgpu_guard.engine.pod_request import node_selector_terms
+from vgpu_guard.engine.scheduling.facts import PodFacts
+from vgpu_guard.engine.scheduling.workloads import Workloads
+from vgpu_guard.engine.untrusted import as_mapping
+
+NAME = "VolumeBinding"
+CONFLICT = "node(s) had volume node affinity conflict"
+
+
+def refusal(pod: PodFacts, workloads: Workloads) -> str | None:
+    """Why no node can take the pod because of its claims (the same reason on every node)."""
+    for claim in pod.claims:
+        obj = workloads.claims.get((pod.namespace, claim))
+        if obj is None:
+            return f'persistentvolumeclaim "{claim}" not found'
+        if as_mapping(obj.get("metadata")).get("deletionTimestamp"):
+            return f'persistentvolumeclaim "{claim}" is being deleted'
+        volume = str(as_mapping(obj.get("spec")).get("volumeName") or "")
+        if not volume:
+            return (
+                f'persistentvolumeclaim "{claim}" is not bound yet: binding volumes is left to '
+                "kube-scheduler, so vgpu-guard does not place this pod; bind the claim first or "
+                "let the pod's volumes be bound by a scheduler that provisions them"
+            )
+        if volume not in workloads.volumes:
+            return f'persistentvolume "{volume}" of persistentvolumeclaim "{claim}" not found'
+    return None
+
+
+def volume_binding(pod: PodFacts, node: NodeInfo, workloads: Workloads) -> tuple[str, ...]:
+    for claim in pod.claims:
+        volume = workloads.volume_of(pod.namespace, claim)
+        required = as_mapping(as_mapping(as_mapping(volume).get("spec")).get("nodeAffinity")).get("required")
+        if required is None:
+            continue
+        terms = node_selector_terms(as_mapping(required).get("nodeSelectorTerms"))
+        if not matches_node_terms(terms, node):
+            return (CONFLICT,)
+    return ()
