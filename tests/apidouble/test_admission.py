@@ -197,6 +197,11 @@ async def test_admission_review_request_carries_every_field(store: Store, kube: 
     [
         (
             {"code": 0, "message": "no GPUs"},
+            400,
+            'admission webhook "deny.example.com" denied the request: no GPUs',
+        ),
+        (
+            {"code": 403, "message": "no GPUs"},
             403,
             'admission webhook "deny.example.com" denied the request: no GPUs',
         ),
@@ -210,7 +215,7 @@ async def test_admission_review_request_carries_every_field(store: Store, kube: 
             422,
             'admission webhook "deny.example.com" denied the request: bad',
         ),
-        ({}, 403, 'admission webhook "deny.example.com" denied the request without explanation'),
+        ({}, 400, 'admission webhook "deny.example.com" denied the request without explanation'),
     ],
 )
 async def test_denial_as_the_client_sees_it(
@@ -222,7 +227,8 @@ async def test_denial_as_the_client_sees_it(
     code: int,
     message: str,
 ) -> None:
-    # errors/statuserror.go ToStatusErr: code 0 -> 403, below 400 -> 400, message prefix.
+    # errors/statuserror.go ToStatusErr: below 400 (0 included) -> 400, message prefix; checked
+    # against kube-apiserver 1.20 by tests/contract/test_admission.py.
     async def deny(req: dict[str, Any]) -> dict[str, Any]:
         return {"allowed": False, "status": status}
 
@@ -470,3 +476,14 @@ def test_v1_configurations_are_defaulted_and_validated(store: Store) -> None:
         )
     with pytest.raises(Invalid, match="'https' is the only allowed URL scheme"):
         store.create(MUTATING_WEBHOOKS, config("http", hook("http.example.com", "http://127.0.0.1:1", "")))
+
+
+def test_warning_recorder_keeps_texts_as_the_api_server_does() -> None:
+    # endpoints/filters/warning.go: past 4096 characters every text is cut to 256 runes, then texts
+    # are kept until 4096 again (checked against kube-apiserver 1.20 by tests/contract/test_admission.py).
+    from vgpu_guard.apidouble.admission import _recorded
+
+    assert _recorded(["a", "b"]) == ["a", "b"]
+    many = [f"{i:02d}" + "é" * 298 for i in range(20)]
+    kept = _recorded(many)
+    assert len(kept) == 16 and all(len(t) == 256 for t in kept) and kept[0].startswith("00")

@@ -88,23 +88,51 @@ async def test_discovery_serves_the_dynamic_client_including_crds(
 
 
 async def test_version_and_unknown_paths(double: RunningDouble) -> None:
-    # /version answers like kube-apiserver; unknown resources are 404 Status objects.
+    # /version answers like kube-apiserver; an unknown resource of a served group is a 404 Status
+    # (empty details, no path in the message), an unknown group the NotFoundHandler's plain text.
     status, body, _ = await raw(double, "GET", "/version")
     assert status == 200 and body["major"] == "1"
-    status, body, _ = await raw(double, "GET", "/apis/example.com/v1/widgets")
+    status, body, _ = await raw(double, "GET", "/api/v1/widgets")
     assert status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound"
-    assert "could not find the requested resource" in body["message"]
+    assert body["message"] == "the server could not find the requested resource" and body["details"] == {}
+    status, body, _ = await raw(double, "GET", "/apis/example.com/v1/widgets")
+    assert status == 404 and body == "404 page not found\n"
 
 
-async def test_strategic_merge_and_apply_patches_are_refused_with_415(double: RunningDouble) -> None:
-    # The double implements merge and JSON patch only; others are refused, never half-done.
+async def test_apply_patches_and_unknown_patch_types_are_refused_with_415(double: RunningDouble) -> None:
+    # The double implements merge, JSON and strategic merge patch; server-side apply is refused,
+    # never half-done; a type nobody implements gets go-restful's bare 415.
     double.store.create(PODS, pod("p"))
-    for ctype in ("application/strategic-merge-patch+json", "application/apply-patch+yaml"):
-        status, body, _ = await raw(
-            double, "PATCH", "/api/v1/namespaces/default/pods/p", body={"metadata": {}}, ctype=ctype
-        )
-        assert status == 415 and body["reason"] == "UnsupportedMediaType"
-        assert "not implemented by the API double" in body["message"]
+    status, body, _ = await raw(
+        double,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        body={"metadata": {}},
+        ctype="application/apply-patch+yaml",
+    )
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"
+    assert "not implemented by the API double" in body["message"]
+    status, body, _ = await raw(
+        double, "PATCH", "/api/v1/namespaces/default/pods/p", body={"metadata": {}}, ctype="text/plain"
+    )
+    assert status == 415 and body["message"] == "415: Unsupported Media Type"
+
+
+async def test_strategic_merge_patch_merges_containers_by_name(double: RunningDouble) -> None:
+    # strategicpatch: containers merge by name (patchMergeKey), the patch's items first.
+    double.store.create(PODS, pod("p"))
+    patch = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "main", "image": "nginx"}]}}
+    status, body, _ = await raw(
+        double,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        body=patch,
+        ctype="application/strategic-merge-patch+json",
+    )
+    assert status == 200, body
+    assert body["metadata"]["labels"]["a"] == "b"
+    assert [c["name"] for c in body["spec"]["containers"]] == ["main"]
+    assert body["spec"]["containers"][0]["image"] == "nginx"
 
 
 async def test_unsupported_verbs_are_405(double: RunningDouble) -> None:
@@ -166,7 +194,7 @@ async def test_watch_lines_are_newline_delimited_json_with_bookmarks(
     _status, text, _ = await raw(
         double,
         "GET",
-        f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=1",
+        f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3",
     )
     events = [json.loads(line) for line in text.splitlines() if line.strip()]
     assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "p"
@@ -174,13 +202,13 @@ async def test_watch_lines_are_newline_delimited_json_with_bookmarks(
 
 
 async def test_server_side_dry_run_persists_nothing(double: RunningDouble, store: Store) -> None:
-    # API Concepts "Dry-run": ?dryRun=All runs the request without persisting; other values are 400.
+    # API Concepts "Dry-run": ?dryRun=All runs the request without persisting; other values are 422.
     status, body, _ = await raw(double, "POST", "/api/v1/namespaces/default/pods?dryRun=All", body=pod("p"))
     assert status == 201 and body["metadata"]["name"] == "p"
     status, _, _ = await raw(double, "GET", "/api/v1/namespaces/default/pods/p")
     assert status == 404
     status, body, _ = await raw(double, "POST", "/api/v1/namespaces/default/pods?dryRun=Yes", body=pod("p"))
-    assert status == 400
+    assert status == 422 and body["details"]["kind"] == "CreateOptions"  # ValidateDryRun
 
 
 async def test_delete_collection_and_binding_status_body(double: RunningDouble) -> None:

@@ -43,7 +43,10 @@ class Cause:
     message: str  # the full "path: Invalid value: ...: why" text, as the server renders it
 
     def as_dict(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.message, "field": self.field}
+        """A ``details.causes`` entry: its message is ``ErrorBody()``, without the ``path: `` prefix."""
+        prefix = f"{self.field}: "
+        body = self.message[len(prefix) :] if self.field and self.message.startswith(prefix) else self.message
+        return {"reason": self.reason, "message": body, "field": self.field}
 
 
 def qualified(group: str, plural: str) -> str:
@@ -73,7 +76,7 @@ def make_status(
         "code": code,
     }
     details: dict[str, Any] = {}
-    if name is not None:
+    if name:  # StatusDetails.name is omitempty; name="" still makes an (empty) details object
         details["name"] = name
     if group:
         details["group"] = group
@@ -121,7 +124,7 @@ STALE = "the object has been modified; please apply your changes to the latest v
 def invalid(group: str, kind: str, name: str, causes: Sequence[Cause]) -> KubeError:
     """422 with ``Kind.group "name" is invalid: ...`` (one error bare, several in brackets)."""
     qkind = f"{kind}.{group}" if group else kind
-    texts = [c.message for c in causes]
+    texts = list(dict.fromkeys(c.message for c in causes))  # ToAggregate drops repeated messages
     body = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     msg = f'{qkind} "{name}" is invalid: {body}'
     return raise_status(make_status(422, "Invalid", msg, name=name, group=group, kind=kind, causes=causes))

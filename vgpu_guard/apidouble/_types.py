@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vgpu_guard.apidouble._pods import pod_field
-from vgpu_guard.apidouble._schema import StructuralSchema
+from vgpu_guard.apidouble._schema import StructuralSchema, schema_problems
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.kube.resources import Resource
 
-__all__ = ["BUILTIN_TYPES", "TypeInfo", "crd_problems", "type_from_crd"]
+__all__ = ["BUILTIN_TYPES", "TypeInfo", "crd_problems", "default_crd", "type_from_crd"]
 
 Obj = dict[str, Any]
 META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
@@ -56,7 +56,7 @@ class TypeInfo:
     namespaced: bool
     singular: str = ""
     short_names: tuple[str, ...] = ()
-    subresources: frozenset[str] = frozenset()
+    subresources: frozenset[str] = frozenset()  # of any served version
     status_on_create: StatusOnCreate = "keep"
     field_labels: frozenset[str] = META_FIELDS
     field_getter: Callable[[Obj, str], str] = _meta_field
@@ -65,6 +65,7 @@ class TypeInfo:
     categories: tuple[str, ...] = ()
     # events.k8s.io/v1 Events are the core v1 Events seen through another schema (one storage).
     stored_as: tuple[str, str] | None = None
+    version_subresources: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -89,6 +90,10 @@ class TypeInfo:
     @property
     def has_status(self) -> bool:
         return "status" in self.subresources
+
+    def subresources_in(self, version: str) -> frozenset[str]:
+        """The subresources ``version`` serves (a CRD declares them per version)."""
+        return self.version_subresources.get(version, self.subresources)
 
 
 _POD_FIELDS = frozenset(
@@ -127,6 +132,7 @@ BUILTIN_TYPES: tuple[TypeInfo, ...] = (
     TypeInfo("", ("v1",), "secrets", "Secret", True, "secret",
              field_labels=META_FIELDS | {"type"}, field_getter=_dotted_field),
     TypeInfo("", ("v1",), "configmaps", "ConfigMap", True, "configmap", ("cm",)),
+    TypeInfo("", ("v1",), "podtemplates", "PodTemplate", True, "podtemplate"),
     TypeInfo("", ("v1",), "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",)),
     TypeInfo("events.k8s.io", ("v1",), "events", "Event", True, "event", ("ev",),
              field_labels=_NEW_EVENT_FIELDS, field_getter=_dotted_field, stored_as=("", "events")),
@@ -134,16 +140,32 @@ BUILTIN_TYPES: tuple[TypeInfo, ...] = (
     TypeInfo("scheduling.k8s.io", ("v1",), "priorityclasses", "PriorityClass", False, "priorityclass",
              ("pc",)),
     TypeInfo(_ADM, ("v1",), "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False,
-             "mutatingwebhookconfiguration"),
+             "mutatingwebhookconfiguration", categories=("api-extensions",)),
     TypeInfo(_ADM, ("v1",), "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False,
-             "validatingwebhookconfiguration"),
+             "validatingwebhookconfiguration", categories=("api-extensions",)),
     TypeInfo("apiextensions.k8s.io", ("v1",), "customresourcedefinitions", "CustomResourceDefinition", False,
-             "customresourcedefinition", ("crd", "crds"), frozenset({"status"})),
+             "customresourcedefinition", ("crd", "crds"), frozenset({"status"}),
+             categories=("api-extensions",)),
     TypeInfo(_RBAC, ("v1",), "roles", "Role", True, "role"),
     TypeInfo(_RBAC, ("v1",), "rolebindings", "RoleBinding", True, "rolebinding"),
     TypeInfo(_RBAC, ("v1",), "clusterroles", "ClusterRole", False, "clusterrole"),
     TypeInfo(_RBAC, ("v1",), "clusterrolebindings", "ClusterRoleBinding", False, "clusterrolebinding"),
 )  # fmt: skip
+
+
+def default_crd(crd: Obj) -> None:
+    """apiextensions/v1 defaults (SetDefaults_CustomResourceDefinitionSpec), in place."""
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return
+    names = spec.get("names")
+    if isinstance(names, dict) and isinstance(names.get("kind"), str) and names["kind"]:
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+    if not isinstance(spec.get("conversion"), dict):
+        spec["conversion"] = {"strategy": "None"}
+    elif not spec["conversion"].get("strategy"):
+        spec["conversion"]["strategy"] = "None"
 
 
 def crd_problems(crd: Obj) -> list[Cause]:
@@ -155,17 +177,19 @@ def crd_problems(crd: Obj) -> list[Cause]:
 
     def need(path: str, ok: bool, why: str = "Required value") -> None:
         if not ok:
-            reason = "FieldValueRequired" if why == "Required value" else "FieldValueInvalid"
+            reason = "FieldValueRequired" if why.startswith("Required value") else "FieldValueInvalid"
             causes.append(Cause(reason, path, f"{path}: {why}"))
 
     need("spec.group", bool(group) and isinstance(group, str))
+    if group and isinstance(group, str) and "." not in group:
+        need("spec.group", False, f'Invalid value: "{group}": should be a domain with at least one dot')
     need("spec.names.plural", bool(plural) and isinstance(plural, str))
     need("spec.names.kind", bool(names.get("kind")))
-    need(
-        "spec.scope",
-        spec.get("scope") in ("Namespaced", "Cluster"),
-        'Unsupported value: must be "Namespaced" or "Cluster"',
-    )
+    scope = spec.get("scope")
+    need("spec.scope", bool(scope))
+    if scope and scope not in ("Namespaced", "Cluster"):
+        why = f'Unsupported value: "{scope}": supported values: "Cluster", "Namespaced"'
+        causes.append(Cause("FieldValueNotSupported", "spec.scope", f"spec.scope: {why}"))
     name = (crd.get("metadata") or {}).get("name")
     if group and plural:
         need(
@@ -181,17 +205,18 @@ def crd_problems(crd: Obj) -> list[Cause]:
         len(storage) == 1 or not versions,
         "Invalid value: must have exactly one version marked as storage version",
     )
-    for i, v in enumerate(versions):
-        if not isinstance(v, dict):
-            continue
-        schema = (v.get("schema") or {}).get("openAPIV3Schema")
-        need(f"spec.versions[{i}].schema.openAPIV3Schema", isinstance(schema, dict))
-        if isinstance(schema, dict) and schema.get("type") != "object":
-            need(
-                f"spec.versions[{i}].schema.openAPIV3Schema.type",
-                False,
-                'Unsupported value: must be "object" at the root',
-            )
+    schemas = [
+        (v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v, dict) else None for v in versions
+    ]
+    if schemas and all(isinstance(x, dict) for x in schemas) and all(x == schemas[0] for x in schemas):
+        # One schema for all versions: the internal API holds it once, as spec.validation.
+        causes += schema_problems(schemas[0], "spec.validation.openAPIV3Schema")
+        return causes
+    for i, schema in enumerate(schemas):
+        at = f"spec.versions[{i}].schema.openAPIV3Schema"
+        need(at, isinstance(schema, dict), "Required value: schemas are required")
+        if isinstance(schema, dict):
+            causes += schema_problems(schema, at)
     return causes
 
 
@@ -213,6 +238,7 @@ def type_from_crd(crd: Obj) -> TypeInfo:
         singular=names.get("singular") or names["kind"].lower(),
         short_names=tuple(names.get("shortNames") or ()),
         subresources=frozenset(subresources),
+        version_subresources={v["name"]: frozenset((v.get("subresources") or {}).keys()) for v in versions},
         status_on_create="drop" if "status" in subresources else "keep",
         schemas={v["name"]: StructuralSchema(v["schema"]["openAPIV3Schema"]) for v in versions},
         crd_name=crd["metadata"]["name"],

@@ -9,16 +9,20 @@ request fields and response checks).
 Order on a write (see ``Frontend``): mutating webhooks, configurations sorted by name and webhooks
 in listed order, each seeing the previous one's result; webhooks with ``reinvocationPolicy:
 IfNeeded`` are called once more if a later webhook changed the object; then the store validates;
-then validating webhooks are called concurrently.
+then validating webhooks are called concurrently. A pod deleted at once goes through both rounds
+twice (registry/generic/registry/store.go Delete: the graceful update, then the delete itself).
 
 Failures, as the client sees them:
-- call errors (refused, timeout, non-200, undecodable or wrong-uid response): ``failurePolicy:
-  Ignore`` goes on, ``Fail`` answers 500 ``Internal error occurred: failed calling webhook "NAME":
-  ...``;
-- denials: the webhook's ``status.code`` (0 -> 403, < 400 -> 400) with ``admission webhook "NAME"
-  denied the request: MESSAGE``;
+- call errors (refused, timeout, non-200, undecodable response; for v1 a wrong uid, apiVersion or
+  kind, patch without patchType and the like; an unsupported patchType): ``failurePolicy: Ignore``
+  goes on, ``Fail`` answers 500 ``Internal error occurred: failed calling webhook "NAME": ...``;
+- denials: the webhook's ``status.code`` (below 400, or none, -> 400) with ``admission webhook
+  "NAME" denied the request: MESSAGE``, its reason and details passed through;
 - a patch that does not decode or apply: 500 ``Internal error occurred: ...`` whatever the
   failurePolicy (the real dispatcher returns it outside the call-error path).
+
+Warnings follow endpoints/filters/warning.go and reach the client with an error too (see
+``attach_warnings``). Checked against kube-apiserver 1.20 by tests/contract/test_admission.py.
 
 ``clientConfig.service`` is reached through a loopback address the test configures (``services``),
 with TLS verified against ``caBundle`` for the name ``SERVICE.NAMESPACE.svc``.
@@ -31,6 +35,7 @@ import base64
 import binascii
 import json
 import ssl
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,14 +48,16 @@ import jsonpatch
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._selectors import LabelSelector, SelectorError
 from vgpu_guard.apidouble.identity import UserInfo
-from vgpu_guard.apidouble.store import Pending, Store, deep_copy
+from vgpu_guard.apidouble.store import Pending, Store, deep_copy, format_time
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
 
-__all__ = ["AdmissionChain", "WebhookCallError"]
+__all__ = ["AdmissionChain", "WebhookCallError", "attach_warnings", "warnings_of"]
 
 Obj = dict[str, Any]
 _MAX_WARNINGS_TOTAL = 4096
+_MAX_WARNING_TRUNCATED = 256
+_WARNINGS_KEY = "_admission_warnings"
 
 
 class WebhookCallError(Exception):
@@ -80,6 +87,8 @@ class AdmissionChain:
     services: dict[tuple[str, str, int], str] = field(default_factory=dict)
     _session: aiohttp.ClientSession | None = None
     _contexts: dict[str, ssl.SSLContext] = field(default_factory=dict)
+    # Per write: (its warnings list, the distinct texts received) for the recorder's rules.
+    _warned: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
 
     def active(self) -> bool:
         return bool(self.store.list(MUTATING_WEBHOOKS).items or self.store.list(VALIDATING_WEBHOOKS).items)
@@ -157,6 +166,41 @@ class AdmissionChain:
 
     # -- the chain -------------------------------------------------------------------------------
     async def mutate(self, pending: Pending, user: UserInfo) -> None:
+        try:
+            await self._mutating_round(pending, user)
+        except BaseException:
+            self._forget_warnings(pending)
+            raise
+
+    async def validate(self, pending: Pending, user: UserInfo) -> None:
+        try:
+            await self._validating_round(pending, user)
+            if self._deleted_in_two_steps(pending):
+                # registry/generic/registry/store.go Delete: a pod deleted at once is first updated
+                # (deletionTimestamp, grace 0) and then deleted, and each step runs the webhooks.
+                first, options = pending.old, pending.options
+                pending.options = _options(pending)  # the grace period stays settled
+                pending.old = _marked_deleting(first, format_time(self.store.clock()))
+                try:
+                    await self._mutating_round(pending, user)
+                    await self._validating_round(pending, user)
+                finally:
+                    pending.old, pending.options = first, options
+        finally:
+            self._forget_warnings(pending)
+
+    @staticmethod
+    def _deleted_in_two_steps(pending: Pending) -> bool:
+        if pending.operation != "DELETE" or pending.dry_run or pending.info.key != ("", "pods"):
+            return False
+        meta = (pending.old or {}).get("metadata") or {}
+        if meta.get("finalizers") or (
+            meta.get("deletionTimestamp") and not meta.get("deletionGracePeriodSeconds")
+        ):
+            return False
+        return _pod_grace(pending.old or {}, pending.grace_period_seconds) == 0
+
+    async def _mutating_round(self, pending: Pending, user: UserInfo) -> None:
         hooks = self._hooks(mutating=True)
         if not hooks:
             return
@@ -182,17 +226,27 @@ class AdmissionChain:
         response = await self._call(hook, pending, user, version, shown)
         if response is None:
             return True  # failurePolicy Ignore swallowed a call error
+        self._warn(pending, response)  # a denying webhook's warnings reach the client too
         self._deny_if_rejected(hook, response)
-        self._warn(pending, response)
         patch = response.get("patch")
-        if patch and pending.object is not None:
-            if response.get("patchType") != "JSONPatch":
-                raise _internal(
-                    f'failed calling webhook "{hook.name}": received invalid webhook response: '
-                    "patchType must be JSONPatch"
-                )
+        if patch:
+            # mutating/dispatcher.go: a patch that does not decode or apply is an internal error
+            # whatever the failurePolicy; an unsupported patchType is a call error.
             try:
                 ops = json.loads(base64.b64decode(patch, validate=True))
+            except (ValueError, binascii.Error) as e:
+                raise _internal(f"{type(e).__name__}: {e}") from e
+            if not ops:
+                return True
+            if pending.object is None:
+                raise _internal(
+                    f'admission webhook "{hook.name}" attempted to modify the object, which is not '
+                    "supported for this operation"
+                )
+            if response.get("patchType") != "JSONPatch":
+                self._call_failed(hook, f"unsupported patch type {json.dumps(response.get('patchType'))}")
+                return True
+            try:
                 patched = jsonpatch.apply_patch(shown, ops)
             except (
                 ValueError,
@@ -209,7 +263,7 @@ class AdmissionChain:
             pending.completed = False
         return True
 
-    async def validate(self, pending: Pending, user: UserInfo) -> None:
+    async def _validating_round(self, pending: Pending, user: UserInfo) -> None:
         hooks = self._hooks(mutating=False)
         if not hooks:
             return
@@ -224,8 +278,8 @@ class AdmissionChain:
             if isinstance(result, BaseException):
                 raise result
             if result is not None:
-                self._deny_if_rejected(hook, result)
                 self._warn(pending, result)
+                self._deny_if_rejected(hook, result)
 
     def _shown(self, pending: Pending) -> Obj | None:
         if pending.object is None:
@@ -277,14 +331,15 @@ class AdmissionChain:
             "resource": {"group": info.group, "version": version, "resource": info.plural},
             "requestKind": {"group": group, "version": pending.kind[1], "kind": kind},
             "requestResource": {"group": info.group, "version": pending.version, "resource": info.plural},
-            "name": pending.name,
             "operation": pending.operation,
             "userInfo": user.as_review(),
             "object": obj,
             "oldObject": pending.old,
             "dryRun": pending.dry_run,
-            "options": pending.options,
+            "options": _options(pending),
         }
+        if pending.name:  # empty for generateName: the name is made after admission
+            req["name"] = pending.name
         if pending.subresource:
             req["subResource"] = pending.subresource
             req["requestSubResource"] = pending.subresource
@@ -298,19 +353,33 @@ class AdmissionChain:
         self, hook: _Hook, pending: Pending, user: UserInfo, version: str, obj: Obj | None
     ) -> Obj | None:
         """The webhook's ``response``; None when a call error was ignored (failurePolicy Ignore)."""
-        request = self._request(pending, user, version, deep_copy(obj))
+        sent = deep_copy(obj)
+        if pending.operation == "CREATE" and isinstance(sent, dict):
+            # before rest.BeforeCreate (mutating webhooks, a Binding) it is Go's zero time: null
+            sent.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+        request = self._request(pending, user, version, sent)
         try:
             return await self._post(hook, request)
         except WebhookCallError as e:
-            if hook.spec.get("failurePolicy", "Fail") == "Ignore":
-                return None  # fail open, as the API server does (it only logs and counts it)
-            raise _internal(f'failed calling webhook "{hook.name}": {e}') from e
+            self._call_failed(hook, str(e))
+            return None
+
+    @staticmethod
+    def _call_failed(hook: _Hook, reason: str) -> None:
+        """A call error (ErrCallingWebhook): ignored under ``failurePolicy: Ignore``, else a 500."""
+        if hook.spec.get("failurePolicy", "Fail") == "Ignore":
+            return  # fail open, as the API server does (it only logs and counts it)
+        raise _internal(f'failed calling webhook "{hook.name}": {reason}')
 
     async def _post(self, hook: _Hook, request: Obj) -> Obj:
         cc = hook.spec.get("clientConfig") or {}
         timeout = int(hook.spec.get("timeoutSeconds", 10))
-        if "v1" not in (hook.spec.get("admissionReviewVersions") or []):
-            raise WebhookCallError("the webhook does not accept admission.k8s.io/v1 AdmissionReview")
+        # request/admissionreview.go CreateAdmissionObjects: the first version the webhook lists
+        review_version = next(
+            (v for v in hook.spec.get("admissionReviewVersions") or [] if v in ("v1", "v1beta1")), None
+        )
+        if review_version is None:
+            raise WebhookCallError("webhook does not accept known AdmissionReview versions (v1, v1beta1)")
         if cc.get("url"):
             url = str(cc["url"])
             server_name = urlparse(url).hostname or ""
@@ -328,7 +397,8 @@ class AdmissionChain:
             target = f"https://{address}{svc.get('path') or ''}"
         sep = "&" if "?" in target else "?"
         target = f"{target}{sep}timeout={timeout}s"
-        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        api_version = f"admission.k8s.io/{review_version}"
+        body = {"apiVersion": api_version, "kind": "AdmissionReview", "request": request}
         if self._session is None:
             self._session = aiohttp.ClientSession()
         ctx = self._ssl(str(cc.get("caBundle") or ""))
@@ -354,21 +424,14 @@ class AdmissionChain:
             raise WebhookCallError(f'failed to call webhook: Post "{target}": {e}') from e
         try:
             review = json.loads(data)
-            response = review["response"]
-        except (ValueError, KeyError, TypeError) as e:
+        except ValueError as e:
             raise WebhookCallError(f"received invalid webhook response: {e}") from e
-        if not isinstance(response, dict):
-            raise WebhookCallError("received invalid webhook response: response is not an object")
-        if response.get("uid") != request["uid"]:
-            raise WebhookCallError(
-                f'received invalid webhook response: expected response.uid="{request["uid"]}", '
-                f'got "{response.get("uid")}"'
-            )
-        if not hook.mutating and response.get("patch"):
-            raise WebhookCallError(
-                "received invalid webhook response: validating webhooks may not return patches"
-            )
-        return response
+        if not isinstance(review, dict):
+            raise WebhookCallError("received invalid webhook response: not an AdmissionReview")
+        try:
+            return _verified(review, request["uid"], api_version, mutating=hook.mutating)
+        except WebhookCallError as e:  # the wording of later releases (1.20 gives only the reason)
+            raise WebhookCallError(f"received invalid webhook response: {e}") from e
 
     def _ssl(self, ca_bundle: str) -> ssl.SSLContext:
         ctx = self._contexts.get(ca_bundle)
@@ -398,21 +461,145 @@ class AdmissionChain:
         message = result.get("message") or result.get("reason")
         text = f"{denied}: {message}" if message else f"{denied} without explanation"
         code = int(result.get("code") or 0)
-        code = 403 if code == 0 else (400 if code < 400 else code)
+        code = max(code, 400)  # "we don't return < 400 status codes along with a rejection"
         status = st.make_status(code, str(result.get("reason") or ""), text)
+        if result.get("status") not in (None, "", "Success"):
+            status["status"] = result["status"]
         if isinstance(result.get("details"), dict):
             status["details"] = result["details"]
         raise st.raise_status(status)
 
-    @staticmethod
-    def _warn(pending: Pending, response: Obj) -> None:
-        total = sum(len(w) for w in pending.warnings)
-        for raw in response.get("warnings") or []:
-            text = str(raw)
-            if total + len(text) > _MAX_WARNINGS_TOTAL:
-                return  # past 4096 characters in total the rest is dropped
-            pending.warnings.append(text)
-            total += len(text)
+    def _warn(self, pending: Pending, response: Obj) -> None:
+        """endpoints/filters/warning.go: each text once, empty or control characters dropped, and
+        past 4096 characters in total every warning cut to 256 (then up to 4096 again)."""
+        texts = [str(w) for w in response.get("warnings") or []]
+        if not texts:
+            return
+        key = id(pending.warnings)
+        known = self._warned.get(key)
+        if known is None or known[0] is not pending.warnings:  # a new request (ids are reused)
+            if len(self._warned) > 64:
+                self._warned.clear()
+            known = (pending.warnings, list(pending.warnings))
+            self._warned[key] = known
+        originals = known[1]
+        for text in texts:
+            if text and text not in originals and not any(unicodedata.category(c) == "Cc" for c in text):
+                originals.append(text)
+        pending.warnings[:] = _recorded(originals)
+
+    def _forget_warnings(self, pending: Pending) -> None:
+        self._warned.pop(id(pending.warnings), None)
+
+
+def attach_warnings(error: BaseException, warnings: list[str]) -> None:
+    """Keep the warnings a failed write collected: the API server sends them with the error too."""
+    if warnings:
+        error.__dict__[_WARNINGS_KEY] = list(warnings)
+
+
+def warnings_of(error: BaseException) -> list[str]:
+    """The warnings ``attach_warnings`` kept on ``error`` (for its ``Warning:`` headers)."""
+    return list(getattr(error, "__dict__", {}).get(_WARNINGS_KEY, ()))
+
+
+def _verified(review: Obj, uid: str, api_version: str, *, mutating: bool) -> Obj:
+    """request/admissionreview.go VerifyAdmissionResponse: the response, or a call error."""
+    response = review.get("response")
+    if not isinstance(response, dict):
+        raise WebhookCallError("webhook response was absent")
+    response = dict(response)
+    if api_version.endswith("/v1beta1"):  # neither uid nor kind checked; a patch is a JSONPatch
+        if not mutating:
+            response.pop("patch", None)
+        elif response.get("patch"):
+            response["patchType"] = "JSONPatch"
+        return response
+    if response.get("uid") != uid:
+        raise WebhookCallError(f'expected response.uid="{uid}", got "{response.get("uid") or ""}"')
+    got = (str(review.get("apiVersion") or ""), str(review.get("kind") or ""))
+    if got != (api_version, "AdmissionReview"):
+        group, _, version = got[0].rpartition("/")
+        raise WebhookCallError(
+            f"expected webhook response of {api_version}, Kind=AdmissionReview, "
+            f"got {group}/{version}, Kind={got[1]}"
+        )
+    has_patch, has_type = bool(response.get("patch")), response.get("patchType") is not None
+    if mutating:
+        if has_patch and not has_type:
+            raise WebhookCallError("webhook returned response.patch but not response.patchType")
+        if has_type and not has_patch:
+            raise WebhookCallError("webhook returned response.patchType but not response.patch")
+        if has_type and not response["patchType"]:
+            raise WebhookCallError('webhook returned invalid response.patchType of ""')
+    elif has_patch:
+        raise WebhookCallError("validating webhook may not return response.patch")
+    elif has_type:
+        raise WebhookCallError("validating webhook may not return response.patchType")
+    return response
+
+
+def _options(pending: Pending) -> Obj:
+    """``request.options`` as the API server fills it in by the time webhooks run."""
+    options: Obj = deep_copy(pending.options)
+    if options.get("kind") == "PatchOptions":  # handlers/patch.go patchToUpdateOptions
+        options = {k: v for k, v in options.items() if k in ("apiVersion", "dryRun", "fieldManager")}
+        options["kind"] = "UpdateOptions"
+    if pending.dry_run:
+        options["dryRun"] = ["All"]
+    old_meta = (pending.old or {}).get("metadata") or {}
+    if (
+        pending.operation == "DELETE"
+        and pending.info.key == ("", "pods")
+        and not old_meta.get("deletionTimestamp")
+    ):
+        # rest.BeforeDelete -> podStrategy.CheckGracefulDelete settles the grace period first
+        options["gracePeriodSeconds"] = _pod_grace(pending.old or {}, options.get("gracePeriodSeconds"))
+    return options
+
+
+def _pod_grace(pod: Obj, requested: Any) -> int:
+    """podStrategy.CheckGracefulDelete (a negative request counts as 1, rest.BeforeDelete)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if isinstance(requested, int):
+        period = 1 if requested < 0 else requested
+    else:
+        period = int(spec.get("terminationGracePeriodSeconds") or 0)
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        period = 0
+    return period
+
+
+def _marked_deleting(pod: Obj | None, now: str) -> Obj | None:
+    if pod is None:
+        return None
+    marked: Obj = deep_copy(pod)
+    meta = marked.setdefault("metadata", {})
+    meta["deletionTimestamp"] = now
+    meta["deletionGracePeriodSeconds"] = 0
+    return marked
+
+
+def _recorded(texts: list[str]) -> list[str]:
+    """The Warning header texts the API server's recorder keeps of ``texts`` (distinct, valid)."""
+    out: list[str] = []
+    written, truncating = 0, False
+    kept: list[str] = []
+    for text in texts:
+        if truncating and written >= _MAX_WARNINGS_TOTAL:
+            break
+        kept.append(text)
+        shown = text[:_MAX_WARNING_TRUNCATED] if truncating else text
+        if written + len(shown) <= _MAX_WARNINGS_TOTAL or truncating:
+            written += len(shown)
+            out.append(shown)
+            continue
+        truncating, written, out = True, 0, []
+        for old in kept:
+            cut = old[:_MAX_WARNING_TRUNCATED]
+            written += len(cut)
+            out.append(cut)
+    return out
 
 
 def _resource_matches(pattern: str, plural: str, sub: str) -> bool:

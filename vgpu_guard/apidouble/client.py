@@ -220,7 +220,8 @@ class MemoryClusterClient:
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
     ) -> AsyncIterator[WatchEvent]:
-        """Events after ``resource_version``; BOOKMARKs every ``bookmark_interval`` when idle."""
+        """Events after ``resource_version``; BOOKMARKs every ``bookmark_interval`` when idle, once
+        the resource has changed since the watch began (the watch cache sends none before)."""
         rule = await self._before("watch", resource)
         drop_after = rule.drop_after if rule is not None else None
         w = self.frontend.watch(
@@ -260,8 +261,9 @@ class MemoryClusterClient:
                     async with asyncio.timeout(wait):
                         await wake.wait()
                 except TimeoutError:
-                    if allow_bookmarks and (deadline is None or loop.time() < deadline):
-                        yield WatchEvent("BOOKMARK", w.bookmark())
+                    mark = w.bookmark() if allow_bookmarks else None
+                    if mark is not None and (deadline is None or loop.time() < deadline):
+                        yield WatchEvent("BOOKMARK", mark)
         finally:
             w.close()
 

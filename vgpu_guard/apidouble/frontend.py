@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble.admission import attach_warnings
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Pending, RetryWrite, Store, Watch
 from vgpu_guard.kube.client import ObjectList
+from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["AdmissionRunner", "Authorizer", "Frontend", "Written"]
@@ -97,10 +99,16 @@ class Frontend:
 
     # -- reads -----------------------------------------------------------------------------------
     def get(
-        self, resource: Resource, name: str, *, namespace: str | None = None, user: UserInfo = ADMIN
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        user: UserInfo = ADMIN,
+        subresource: str = "",
     ) -> Obj:
         self.store.type_of(resource)
-        self.authorize(user, "get", resource, namespace=namespace, name=name)
+        self.authorize(user, "get", resource, namespace=namespace, name=name, subresource=subresource)
         return self.store.get(resource, name, namespace=namespace)
 
     def list(
@@ -113,6 +121,8 @@ class Frontend:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> ObjectList:
         self.store.type_of(resource)
         self.authorize(user, "list", resource, namespace=namespace)
@@ -123,6 +133,8 @@ class Frontend:
             field_selector=field_selector,
             limit=limit,
             continue_token=continue_token,
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
         )
 
     def watch(
@@ -150,11 +162,15 @@ class Frontend:
         for _ in range(_RETRIES):
             pending = prepare()
             chain = self.admission if self.admission is not None and self.admission.active() else None
-            if chain is not None:
-                await chain.mutate(pending, user)
-            self.store.complete(pending)
-            if chain is not None:
-                await chain.validate(pending, user)
+            try:
+                if chain is not None:
+                    await chain.mutate(pending, user)
+                self.store.complete(pending)
+                if chain is not None:
+                    await chain.validate(pending, user)
+            except KubeError as e:
+                attach_warnings(e, pending.warnings)  # webhook warnings come with the error too
+                raise
             try:
                 return Written(self.store.commit(pending), pending.warnings)
             except RetryWrite:
@@ -205,7 +221,7 @@ class Frontend:
         patch: Any,
         *,
         namespace: str | None = None,
-        patch_type: Literal["merge", "json"] = "merge",
+        patch_type: Literal["merge", "json", "strategic"] = "merge",
         subresource: str = "",
         user: UserInfo = ADMIN,
         dry_run: bool = False,

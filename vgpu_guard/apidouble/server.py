@@ -3,10 +3,10 @@
 What a client sees follows the Kubernetes "API Concepts" document: discovery (``/version``,
 ``/api``, ``/apis``, per group-version resource lists) enough for the official client's typed and
 dynamic APIs; ``Status`` bodies on every error; ``?watch=true`` streams newline-delimited JSON
-events with ``allowWatchBookmarks`` and ``timeoutSeconds``; ``dryRun=All``; JSON merge patch and
-JSON patch. What it does not implement it refuses explicitly: strategic-merge and apply patches
--> 415, unknown resources -> 404, verbs a resource does not serve -> 405, always with a Status
-message that says so (see docs/apidouble.md).
+events with ``allowWatchBookmarks`` and ``timeoutSeconds``; ``dryRun=All``; JSON merge patch,
+JSON patch and strategic merge patch (built-in kinds). What it does not implement it refuses
+explicitly: apply patches -> 415, unknown resources -> 404, verbs a resource does not serve -> 405,
+always with a Status message that says so (see docs/apidouble.md).
 
 Requests authenticate with a bearer token mapped to a ``UserInfo`` (one per identity); the
 ``Frontend`` authorizes (RBAC when switched on) and runs the admission chain.
@@ -22,6 +22,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import secrets
 import ssl
 import tempfile
@@ -36,12 +37,20 @@ import yaml
 from aiohttp import web
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._gotext import GoJSONError, go_json_loads, go_quote, go_string_slice
+from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._tls import ServingTLS, make_serving_tls
-from vgpu_guard.apidouble._types import TypeInfo
-from vgpu_guard.apidouble.admission import AdmissionChain
+from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
+from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
 from vgpu_guard.apidouble.frontend import Frontend, Written
-from vgpu_guard.apidouble.identity import ADMIN, UserInfo
-from vgpu_guard.apidouble.rbac import RBACAuthorizer
+from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
+from vgpu_guard.apidouble.rbac import (
+    PUBLIC_PATHS,
+    RBACAuthorizer,
+    anonymous_path_forbidden,
+    request_attributes,
+    self_subject_access_review,
+)
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.errors import KubeError
 
@@ -62,16 +71,18 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 _JSON = "application/json"
-_PATCH_TYPES: dict[str, Literal["merge", "json"]] = {
+_PATCH_TYPES: dict[str, Literal["merge", "json", "strategic"]] = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
 }
 _REFUSED_PATCH = {
-    "application/strategic-merge-patch+json": "strategic merge patch is not implemented by the API double; "
-    "use application/merge-patch+json or application/json-patch+json",
     "application/apply-patch+yaml": "server-side apply is not implemented by the API double; "
-    "use application/merge-patch+json or application/json-patch+json",
+    "use application/merge-patch+json, application/json-patch+json or "
+    "application/strategic-merge-patch+json",
 }
+# What the custom resource handler answers a patch type it does not take (patch.go).
+_CR_PATCH_TYPES = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
 _MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
 
 
@@ -81,7 +92,7 @@ class DoubleServer:
 
     frontend: Frontend
     tokens: dict[str, UserInfo]
-    bookmark_interval: float = 1.0
+    bookmark_interval: float = 60.0  # cacher.go defaultBookmarkFrequency (and 2 s before the end)
     max_watch_seconds: float = 1800.0
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
     # Connections seen, so shutdown can abort the ones a client left open (TLS keep-alive).
@@ -114,7 +125,7 @@ def _status_response(status: Obj) -> web.Response:
 
 def _error_response(error: KubeError) -> web.Response:
     status = error.status or st.make_status(error.code or 500, error.reason, error.message)
-    return _status_response(status)
+    return _json_response(status, status=int(status.get("code") or 500), warnings=warnings_of(error))
 
 
 # -- request parsing ----------------------------------------------------------------------------
@@ -127,9 +138,22 @@ class _Target:
     subresource: str
 
 
-def _not_found_path(path: str) -> KubeError:
+class _PageNotFound(Exception):
+    """A path no API group handles: the API server's NotFoundHandler answers in plain text."""
+
+
+_BUILTIN_GROUPS = frozenset({t.group for t in BUILTIN_TYPES} | {"authorization.k8s.io"})
+
+
+def _not_found_path(path: str) -> Exception:
+    """404 for a path nothing serves: a Status with empty details inside a built-in API group
+    (the client adds the path when it prints it), "404 page not found" text in any other group
+    (a CRD's group included: its handler delegates what no CRD serves)."""
+    segs = [s for s in path.split("/") if s]
+    if len(segs) >= 2 and segs[0] == "apis" and segs[1] not in _BUILTIN_GROUPS:
+        return _PageNotFound(path)
     return st.raise_status(
-        st.make_status(404, "NotFound", f"the server could not find the requested resource ({path})")
+        st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
     )
 
 
@@ -153,16 +177,35 @@ def _parse_target(store: Store, path: str) -> _Target:
         raise _not_found_path(path)
     name = rest[1] if len(rest) >= 2 else None
     sub = rest[2] if len(rest) == 3 else ""
-    if sub and sub not in info.subresources:
+    if sub and sub not in info.subresources_in(version):
+        if info.crd_name is not None and name is not None:  # the CRD handler: NotFound(name)
+            raise st.not_found(info.group, info.plural, name)
         raise _not_found_path(path)
     return _Target(info, version, namespace, name, sub)
 
 
-async def _body(request: web.Request) -> Any:
+async def _body(request: web.Request, kind: str | None = None) -> Any:
+    """The request body. ``kind``: a built-in object is expected, and a JSON body that is not an
+    object fails as the API server's decoder says (transformDecodeError)."""
     ctype = request.content_type
     raw = await request.read()
     if not raw:
         return None
+    if kind is not None and ctype not in ("application/yaml", "application/x-yaml"):
+        try:
+            body = go_json_loads(raw)
+        except GoJSONError as e:
+            why = f"couldn't get version/kind; json parse error: {e}"
+            raise st.bad_request(_unrecognized(kind, why, raw)) from e
+        if body is not None and not isinstance(body, dict):
+            what = {list: "array", str: "string", bool: "bool"}.get(type(body), "number")
+            why = (
+                f"couldn't get version/kind; json parse error: json: cannot unmarshal {what} into Go "
+                'value of type struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string '
+                '"json:\\"kind,omitempty\\"" }'
+            )
+            raise st.bad_request(_unrecognized(kind, why, raw))
+        return body
     try:
         if ctype in ("application/yaml", "application/x-yaml"):
             return yaml.safe_load(raw)
@@ -171,20 +214,42 @@ async def _body(request: web.Request) -> Any:
         raise st.bad_request(f"the request body could not be decoded as {ctype or 'JSON'}: {e}") from e
 
 
+def _unrecognized(kind: str, why: str, raw: bytes) -> str:
+    """transformDecodeError without a kind in the body; the body summarised (summarizeData, 30)."""
+    if raw[:1] == b"{":
+        summary = raw[:30].decode(errors="replace") + (" ..." if len(raw) > 30 else "")
+    else:
+        summary = raw[:30].hex() + (" ..." if len(raw) > 30 else "")
+    return f"the object provided is unrecognized (must be of type {kind}): {why} ({summary})"
+
+
 def _user(server: DoubleServer, request: web.Request) -> UserInfo:
+    """The bearer token's identity; ``system:anonymous`` without one; 401 for a token nobody has."""
     auth = request.headers.get("Authorization", "")
     scheme, _, token = auth.partition(" ")
-    user = server.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+    if scheme.lower() != "bearer" or not token.strip():
+        return ANONYMOUS  # no credentials to reject: the anonymous authenticator answers
+    user = server.tokens.get(token.strip())
     if user is None:
         raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
     return user
 
 
+_OPTIONS_KIND = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
+
+
 def _dry_run(request: web.Request) -> bool:
-    values = request.query.getall("dryRun", [])
-    for value in values:
-        if value != "All":
-            raise st.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    """``dryRun``: only ``All``; anything else fails the options' validation (ValidateDryRun)."""
+    values = list(request.query.getall("dryRun", []))
+    if any(value != "All" for value in values):
+        kind = _OPTIONS_KIND.get(request.method, "CreateOptions")
+        why = f'dryRun: Unsupported value: {go_string_slice(values)}: supported values: "All"'
+        raise st.invalid("meta.k8s.io", kind, "", [Cause("FieldValueNotSupported", "dryRun", why)])
     return bool(values)
 
 
@@ -192,10 +257,11 @@ def _int_query(request: web.Request, key: str) -> int | None:
     value = request.query.get(key)
     if value in (None, ""):
         return None
-    try:
-        return int(value)
-    except ValueError as e:
-        raise st.bad_request(f'{key}: Invalid value: "{value}": must be an integer') from e
+    if not re.fullmatch(r"[+-]?[0-9]+", value) or not -(2**63) <= int(value) < 2**63:
+        # Query parameters convert with strconv.ParseInt; its error is the whole message.
+        why = "invalid syntax" if not re.fullmatch(r"[+-]?[0-9]+", value) else "value out of range"
+        raise st.bad_request(f"strconv.ParseInt: parsing {go_quote(value)}: {why}")
+    return int(value)
 
 
 # -- discovery ----------------------------------------------------------------------------------
@@ -205,6 +271,8 @@ def _resource_list(store: Store, group: str, version: str) -> Obj | None:
         if info.group != group or version not in info.versions:
             continue
         verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        if info.key == ("", "namespaces"):
+            verbs.remove("deletecollection")  # namespaces are deleted one by one
         entry: Obj = {
             "name": info.plural,
             "singularName": info.singular,
@@ -217,7 +285,7 @@ def _resource_list(store: Store, group: str, version: str) -> Obj | None:
         if info.categories:
             entry["categories"] = list(info.categories)
         resources.append(entry)
-        if "status" in info.subresources:
+        if "status" in info.subresources_in(version):
             resources.append(
                 {"name": f"{info.plural}/status", "singularName": "", "namespaced": info.namespaced,
                  "kind": info.kind, "verbs": ["get", "patch", "update"]}
@@ -227,21 +295,41 @@ def _resource_list(store: Store, group: str, version: str) -> Obj | None:
                 {"name": f"{info.plural}/binding", "singularName": "", "namespaced": True, "kind": "Binding",
                  "verbs": ["create"]}
             )  # fmt: skip
+    if (group, version) == (_AUTHZ, "v1"):
+        resources.append(
+            {"name": "selfsubjectaccessreviews", "singularName": "", "namespaced": False,
+             "kind": "SelfSubjectAccessReview", "verbs": ["create"]}
+        )  # fmt: skip
     if not resources:
         return None
-    gv = f"{group}/{version}" if group else version
+    if not group:  # the legacy core group's list carries no apiVersion
+        return {"kind": "APIResourceList", "groupVersion": version, "resources": resources}
+    gv = f"{group}/{version}"
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
 
+_AUTHZ = "authorization.k8s.io"  # served for SelfSubjectAccessReview only (no storage)
+
+
+def _version_priority(version: str) -> tuple[int, int, int, str]:
+    """version.CompareKubeAwareVersionStrings as a sort key: GA, then beta, then alpha, newest first."""
+    m = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if m is None:
+        return (3, 0, 0, version)
+    stage = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (stage, -int(m.group(1)), -int(m.group(3) or 0), "")
+
+
 def _groups(store: Store) -> list[Obj]:
-    order: dict[str, list[str]] = {}
+    order: dict[str, list[str]] = {_AUTHZ: ["v1"]}
     for info in store.types():
         if info.group:
             known = order.setdefault(info.group, [])
             known.extend(v for v in info.versions if v not in known)
     out: list[Obj] = []
     for group in sorted(order):
-        versions: list[Obj] = [{"groupVersion": f"{group}/{v}", "version": v} for v in order[group]]
+        ranked = sorted(order[group], key=_version_priority)
+        versions: list[Obj] = [{"groupVersion": f"{group}/{v}", "version": v} for v in ranked]
         out.append({"name": group, "versions": versions, "preferredVersion": versions[0]})
     return out
 
@@ -285,13 +373,26 @@ async def handle(request: web.Request) -> web.StreamResponse:
     if request.transport is not None:
         server.transports.add(request.transport)
     try:
+        user = _user(server, request)
         if request.method == "GET":
             found = await _discovery(request, server)
             if found is not None:
+                if user is ANONYMOUS and request.path not in PUBLIC_PATHS:
+                    raise anonymous_path_forbidden(user, request.path)
                 return found
-        user = _user(server, request)
-        target = _parse_target(server.store, request.path)
+        if request.path.rstrip("/") == f"/apis/{_AUTHZ}/v1/selfsubjectaccessreviews":
+            return await _access_review(request, server, user)
+        if user is ANONYMOUS and server.frontend.authorizer is None:
+            # Without RBAC nothing would refuse an anonymous request: the double does, as before.
+            raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
+        try:
+            target = _parse_target(server.store, request.path)
+        except (KubeError, _PageNotFound):
+            _authorize_unserved(request, server, user)  # authorization comes before routing: 403
+            raise
         return await _dispatch(request, server, user, target)
+    except _PageNotFound:
+        return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
     except KubeError as e:
         return _error_response(e)
     except web.HTTPException:
@@ -299,6 +400,35 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except Exception as e:  # never let one bad request take the server down
         log.exception("API double: unexpected error on %s %s", request.method, request.path_qs)
         return _status_response(st.make_status(500, "InternalError", f"Internal error occurred: {e!r}"))
+
+
+def _authorize_unserved(request: web.Request, server: DoubleServer, user: UserInfo) -> None:
+    """A path the double does not serve is still authorized first, as the API server's filters do."""
+    authorizer = server.frontend.authorizer
+    if authorizer is None or user.superuser:
+        return
+    attrs = request_attributes(request.method, request.path, request.query)
+    if attrs is not None:
+        authorizer.authorize(
+            user,
+            verb=attrs.verb,
+            group=attrs.group,
+            resource=attrs.resource,
+            subresource=attrs.subresource,
+            namespace=attrs.namespace,
+            name=attrs.name,
+        )
+
+
+async def _access_review(request: web.Request, server: DoubleServer, user: UserInfo) -> web.Response:
+    """authorization.k8s.io/v1 selfsubjectaccessreviews: create only, nothing stored."""
+    if request.method != "POST":
+        _authorize_unserved(request, server, user)
+        msg = "the server does not allow this method on the requested resource"
+        raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
+    authorizer = server.frontend.authorizer
+    rbac = authorizer if isinstance(authorizer, RBACAuthorizer) else None
+    return _json_response(self_subject_access_review(rbac, user, await _body(request)), status=201)
 
 
 async def _dispatch(
@@ -315,10 +445,11 @@ async def _dispatch(
             return _list_response(request, fe, user, t)
         if t.subresource not in ("", "status"):
             raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "get")
-        return _json_response(fe.get(res, t.name, namespace=ns, user=user))
+        return _json_response(fe.get(res, t.name, namespace=ns, user=user, subresource=t.subresource))
     dry_run = _dry_run(request)
     if method == "POST":
-        body = await _body(request)
+        builtin = t.info.kind if t.info.crd_name is None and not t.subresource and t.name is None else None
+        body = await _body(request, kind=builtin)
         if t.subresource == "binding" and t.name is not None and ns is not None:
             out = await fe.bind(ns, t.name, body, user=user, dry_run=dry_run)
             return _json_response(out.object, status=201, warnings=out.warnings)
@@ -327,13 +458,17 @@ async def _dispatch(
         out = await fe.create(res, body, namespace=ns, user=user, dry_run=dry_run)
         return _json_response(out.object, status=201, warnings=out.warnings)
     if t.name is None:
+        if method == "DELETE" and t.info.key == ("", "namespaces"):
+            fe.authorize(user, "deletecollection", res)
+            msg = "the server does not allow this method on the requested resource"
+            raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
         if method == "DELETE":
             return await _delete_collection(request, server, user, t, dry_run)
         raise st.method_not_supported(t.info.group, t.info.plural, method.lower() + " on a collection")
     if t.subresource not in ("", "status"):
         raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", method.lower())
     if method == "PUT":
-        body = await _body(request)
+        body = await _body(request, kind=t.info.kind if t.info.crd_name is None else None)
         out = await fe.update(
             res, body, name=t.name, namespace=ns, subresource=t.subresource, user=user, dry_run=dry_run
         )
@@ -342,10 +477,13 @@ async def _dispatch(
         ctype = request.content_type
         if ctype in _REFUSED_PATCH:
             raise st.unsupported_media_type(_REFUSED_PATCH[ctype])
+        if t.info.crd_name is not None and _PATCH_TYPES.get(ctype) in (None, "strategic"):
+            unknown = "the body of the request was in an unknown format - accepted media types include"
+            raise st.unsupported_media_type(f"{unknown}: {_CR_PATCH_TYPES}")
         if ctype not in _PATCH_TYPES:
-            raise st.unsupported_media_type(
-                f"the body of the request was in an unknown format - accepted media types include: "
-                f"{', '.join(_PATCH_TYPES)}"
+            # go-restful refuses the content type before any handler runs.
+            raise st.raise_status(
+                st.make_status(415, "UnsupportedMediaType", "415: Unsupported Media Type", name="")
             )
         body = await _body(request)
         kind = _PATCH_TYPES[ctype]
@@ -374,8 +512,34 @@ async def _dispatch(
             user=user,
             dry_run=dry_run,
         )
-        return _json_response(out.object, warnings=out.warnings)
+        return _json_response(_deleted(t.info, out.object), warnings=out.warnings)
     raise st.method_not_supported(t.info.group, t.info.plural, method)
+
+
+# Kinds whose registry sets ReturnDeletedObject (and CRDs, which keep a cleanup finalizer on the
+# API server, so their DELETE answers with the object too).
+_RETURN_DELETED = {
+    ("", "pods"),
+    ("", "namespaces"),
+    ("", "serviceaccounts"),
+    ("", "podtemplates"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+}
+
+
+def _deleted(info: TypeInfo, obj: Obj) -> Obj:
+    """A DELETE's answer (registry Store.Delete): the object while it is still there (Terminating)
+    or for the kinds that return it; otherwise a Status Success naming what went."""
+    meta = obj.get("metadata") or {}
+    if info.key in _RETURN_DELETED or meta.get("deletionTimestamp"):
+        return obj
+    details: Obj = {"name": meta.get("name", "")}
+    if info.group:
+        details["group"] = info.group
+    details["kind"] = info.plural
+    if meta.get("uid"):
+        details["uid"] = meta["uid"]
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 def _delete_options(request: web.Request, body: Any) -> tuple[int | None, str | None, str | None]:
@@ -402,6 +566,8 @@ def _list_response(request: web.Request, fe: Frontend, user: UserInfo, t: _Targe
         field_selector=request.query.get("fieldSelector"),
         limit=_int_query(request, "limit"),
         continue_token=request.query.get("continue") or None,
+        resource_version=request.query.get("resourceVersion"),
+        resource_version_match=request.query.get("resourceVersionMatch"),
     )
     meta: Obj = {"resourceVersion": page.resource_version}
     if page.continue_token:
@@ -488,6 +654,7 @@ async def _watch(
     w.wakeup = wake.set
     limit = min(float(timeout), server.max_watch_seconds) if timeout else server.max_watch_seconds
     deadline = loop.time() + limit
+    next_bookmark = bookmark_due(loop.time(), deadline, server.bookmark_interval) if bookmarks else None
     task = asyncio.current_task()
     if task is not None:
         server.watches.add(task)
@@ -498,17 +665,23 @@ async def _watch(
             wake.clear()
             if w.events:
                 continue
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            now = loop.time()
+            if now >= deadline:
                 break
+            if next_bookmark is not None and now >= next_bookmark:
+                mark = w.bookmark()
+                if mark is not None:
+                    await resp.write(_line({"type": "BOOKMARK", "object": mark}))
+                next_bookmark = bookmark_due(now, deadline, server.bookmark_interval)
+                continue
+            wait = deadline - now if next_bookmark is None else min(deadline, next_bookmark) - now
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
                 # arrives as the event fires, leaving the stream running after shutdown.
-                async with asyncio.timeout(min(remaining, server.bookmark_interval)):
+                async with asyncio.timeout(wait):
                     await wake.wait()
             except TimeoutError:
-                if bookmarks and loop.time() < deadline:
-                    await resp.write(_line({"type": "BOOKMARK", "object": w.bookmark()}))
+                pass
         await resp.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass  # the client went away or the server shuts down: the watch just ends
@@ -517,6 +690,13 @@ async def _watch(
         if task is not None:
             server.watches.discard(task)
     return resp
+
+
+def bookmark_due(now: float, deadline: float, interval: float) -> float | None:
+    """When the next BOOKMARK is due (cacher.go nextBookmarkTime): ``interval`` from now, but no
+    later than 2 s before the watch ends; None when that moment has passed."""
+    due = min(now + interval, deadline - 2.0)
+    return due if due >= now else None
 
 
 def _line(event: Obj) -> bytes:
@@ -610,7 +790,7 @@ async def serve_double(
     users: Mapping[str, UserInfo] | None = None,
     rbac: bool = False,
     services: Mapping[tuple[str, str, int], str] | None = None,
-    bookmark_interval: float = 1.0,
+    bookmark_interval: float = 60.0,
     max_watch_seconds: float = 1800.0,
 ) -> AsyncIterator[RunningDouble]:
     """Serve a double over HTTPS until the block ends; writes ``directory/kubeconfig`` (admin).
@@ -619,7 +799,9 @@ async def serve_double(
     ``RunningDouble.token_for``). ``rbac`` switches authorization on. Webhook configurations
     stored in the double are called; ``services`` maps a ``clientConfig.service``
     ``(namespace, name, port)`` to the loopback ``host:port`` it listens on. A ``frontend``
-    passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``)."""
+    passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``). Watches that
+    allow bookmarks get one every ``bookmark_interval`` and 2 s before they end, when their
+    resource has changed since they started (as the watch cache sends them)."""
     if frontend is not None and store is not None and frontend.store is not store:
         raise ValueError("frontend and store disagree: pass one or the other")
     store = frontend.store if frontend is not None else (store or Store())

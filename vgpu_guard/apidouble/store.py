@@ -28,8 +28,6 @@ Design choices:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import heapq
 import json
 import random
@@ -41,22 +39,45 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import jsonpatch
-
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._gotext import go_string_slice, parse_uint_error
+from vgpu_guard.apidouble._jsonpatch import apply_json_patch
+from vgpu_guard.apidouble._listing import (
+    EXPIRED_LIST,
+    encode_continue,
+    expired_continue,
+    future_revision,
+    list_key,
+    plan_list,
+    state_at,
+    too_large,
+)
 from vgpu_guard.apidouble._pods import (
     QuantityError,
-    default_pod,
+    Undecodable,
+    admit_pod_update,
+    decode_defaults,
+    default_toleration_seconds,
     graceful_seconds,
     initial_status,
+    mount_service_account,
     validate_pod,
     validate_pod_update,
 )
-from vgpu_guard.apidouble._selectors import FieldSelector, LabelSelector, SelectorError
+from vgpu_guard.apidouble._selectors import FieldSelector, LabelSelector, SelectorError, UnsupportedFieldLabel
 from vgpu_guard.apidouble._status import Cause
-from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo, crd_problems, type_from_crd
+from vgpu_guard.apidouble._strategic import strategic_merge
+from vgpu_guard.apidouble._types import (
+    BUILTIN_TYPES,
+    META_FIELDS,
+    TypeInfo,
+    crd_problems,
+    default_crd,
+    type_from_crd,
+)
 from vgpu_guard.apidouble._webhooks import default_and_validate
 from vgpu_guard.kube.client import ObjectList
+from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
 __all__ = [
@@ -86,6 +107,7 @@ _TYPE_KEYS = ("apiVersion", "kind")
 ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _EVENTS = ("", "events")
+_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
 def deep_copy(value: Any) -> Any:
@@ -186,6 +208,9 @@ class Watch:
         self.events: deque[tuple[str, Obj]] = deque()
         self.wakeup: Callable[[], None] | None = None
         self.closed = False
+        # The watcher's starting resourceVersion (cacher.go): nothing at or before it is sent, and
+        # a bookmark only goes out once its resource has moved past it. -1 while replaying.
+        self.since = -1
 
     def matches(self, obj: Obj) -> bool:
         meta = obj.get("metadata") or {}
@@ -197,6 +222,8 @@ class Watch:
 
     def offer(self, etype: EventType, stored: Obj, prev: Obj | None) -> None:
         """Queue ``stored`` as the watch cache would (filter transitions become ADDED/DELETED)."""
+        if self.since >= 0 and int(stored["metadata"].get("resourceVersion") or 0) <= self.since:
+            return  # a watch from a future resourceVersion sees nothing up to it
         present, info = self._store.present, self.info
         now = self.matches(stored if info.stored_as is None else present(info, stored, self.version))
         before = prev is not None and self.matches(
@@ -225,12 +252,17 @@ class Watch:
         self.events.clear()
         return out
 
-    def bookmark(self) -> Obj:
-        """A BOOKMARK object: only kind, apiVersion and the newest resourceVersion."""
+    def bookmark(self) -> Obj | None:
+        """A BOOKMARK object (only kind, apiVersion and the resource's newest resourceVersion), or
+        None while the resource has not moved past the watch's start: the watch cache sends none
+        then (cacher.go dispatches a bookmark only to watchers older than it)."""
+        newest = self._store.last_resource_version(self.info)
+        if newest <= self.since:
+            return None
         return {
             "kind": self.info.kind,
             "apiVersion": self.info.api_version(self.version),
-            "metadata": {"resourceVersion": str(self._store.resource_version)},
+            "metadata": {"resourceVersion": str(newest)},
         }
 
     def close(self) -> None:
@@ -245,6 +277,7 @@ class Watch:
 class _History:
     events: deque[tuple[int, EventType, Obj, Obj | None]]
     evicted_upto: int = 0
+    last_rv: int = 0  # the newest event's resourceVersion (the watch cache's own version)
 
 
 class Store:
@@ -287,6 +320,10 @@ class Store:
         """The newest resourceVersion handed out (the etcd revision)."""
         return self._rv
 
+    def last_resource_version(self, info: TypeInfo) -> int:
+        """The resourceVersion of the newest change to ``info``'s objects (its watch cache's)."""
+        return self._history[info.key].last_rv
+
     def types(self) -> _Types:
         """Every served resource type (discovery)."""
         return list(self._types.values())
@@ -299,21 +336,17 @@ class Store:
     def type_of(self, resource: Resource) -> TypeInfo:
         info = self.resolve(resource.group, resource.version, resource.plural)
         if info is None:
+            # NewGenericServerResponse(404) with empty details, as the API server answers a path
+            # it does not serve (a client adds the path when it prints the error).
             raise st.raise_status(
-                st.make_status(
-                    404,
-                    "NotFound",
-                    f"the server could not find the requested resource ({resource.path()})",
-                    group=resource.group,
-                    kind=resource.plural,
-                )
+                st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
             )
         return info
 
     def _register(self, info: TypeInfo) -> None:
         self._types[info.api_key] = info
         self._objects.setdefault(info.key, {})
-        self._history.setdefault(info.key, _History(deque(maxlen=self.watch_window)))
+        self._history.setdefault(info.key, _History(deque(maxlen=self.watch_window), last_rv=self._rv))
         self._watchers.setdefault(info.key, set())
 
     # -- presentation -------------------------------------------------------------------------
@@ -324,6 +357,9 @@ class Store:
             return _event_to_new(obj)
         if info.crd_name is not None and obj.get("apiVersion") != info.api_version(version):
             obj["apiVersion"] = info.api_version(version)
+            schema = info.schemas.get(version)
+            if schema is not None:  # conversion (strategy None) prunes to the version's schema
+                schema.prune(obj)
         return obj
 
     def to_storage(self, info: TypeInfo, obj: Obj) -> Obj:
@@ -359,39 +395,56 @@ class Store:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> ObjectList:
-        """LIST in key order; ``limit``/``continue`` paginate (the token names the last key)."""
+        """LIST as kube-apiserver 1.20 serves it (``_listing``): in etcd key order, a snapshot for
+        continue tokens and exact reads, pages filled the way etcd3's store fills them."""
         self.expire_events()
         info = self.type_of(resource)
         labels, fields = self._selectors(info, label_selector, field_selector)
-        list_rv, start = self._rv, None
-        if continue_token:
-            list_rv, start = _decode_continue(continue_token)
-        if limit is not None and limit < 0:
-            raise st.bad_request(f"limit: Invalid value: {limit}: must be greater than or equal to 0")
-        ns_filter = namespace if info.namespaced and namespace else None
+        plan = plan_list(
+            resource_version=resource_version,
+            resource_version_match=resource_version_match,
+            limit=limit,
+            continue_token=continue_token,
+        )
+        if plan.minimum is not None and plan.minimum > self._rv:
+            raise too_large(plan.minimum, self._rv)
+        across = info.namespaced and not namespace
         objects = self._objects[info.key]
-        keys = [
-            k
-            for k in sorted(objects)
-            if (start is None or k > start) and (ns_filter is None or k[0] == ns_filter)
-        ]
+        list_rv = self._rv
+        if plan.at is not None:
+            objects = self._snapshot(info, plan.at, plan.from_continue, plan.start, across)
+            list_rv = plan.at
+        ns_filter = namespace if info.namespaced and namespace else None
+        keys = sorted(
+            (list_key(k[0], k[1], across_namespaces=across), k)
+            for k in objects
+            if ns_filter is None or k[0] == ns_filter
+        )
+        if plan.start is not None:
+            keys = [(text, k) for text, k in keys if text >= plan.start]
         items: _Objs = []
         token, remaining = "", None
-        for i, key in enumerate(keys):
+        for i, (_, key) in enumerate(keys):
+            if plan.limit and len(items) >= plan.limit:
+                # etcd3's store: a full page hands out a token while any key follows, matching
+                # or not; it counts what is left only when no selector filters.
+                last = items[-1]["metadata"]
+                token = encode_continue(
+                    list_rv,
+                    list_key(last.get("namespace", ""), last["name"], across_namespaces=across),
+                )
+                if not labels and not fields:
+                    remaining = len(keys) - i
+                break
             stored = objects[key]
             if labels and not labels.matches(stored["metadata"].get("labels")):
                 continue
             view = stored if info.stored_as is None else self.present(info, stored, resource.version)
             if fields and not fields.matches(view, info.field_getter):
                 continue
-            if limit and len(items) >= limit:
-                # More match: hand out a token naming the last key served. Like the API server,
-                # count what is left only when no selector makes counting a second full scan.
-                token = _encode_continue(list_rv, _key_of(info, items[-1]))
-                if not labels and not fields:
-                    remaining = len(keys) - i
-                break
             item = self.present(info, stored, resource.version)
             if info.crd_name is None:
                 # kube-apiserver's built-in LISTs name the type once, on the list, not on each item.
@@ -402,6 +455,20 @@ class Store:
             items=items, resource_version=str(list_rv), continue_token=token, remaining_item_count=remaining
         )
 
+    def _snapshot(
+        self, info: TypeInfo, at: int, from_continue: bool, start: str | None, across: bool
+    ) -> dict[tuple[str, str], Obj]:
+        """The objects of ``info`` at resourceVersion ``at`` (the watch window stands in for etcd's
+        history: older than the window is compacted, newer than the store is the future)."""
+        if at > self._rv:
+            raise future_revision()
+        hist = self._history[info.key]
+        if at < hist.evicted_upto:
+            if from_continue:
+                raise expired_continue(encode_continue(-1, (start or "\x00")[:-1]))
+            raise st.expired(EXPIRED_LIST)
+        return state_at(self._objects[info.key], list(hist.events), at, lambda obj: _key_of(info, obj))
+
     def _selectors(
         self, info: TypeInfo, label_selector: str | None, field_selector: str | None
     ) -> tuple[LabelSelector, FieldSelector]:
@@ -410,6 +477,12 @@ class Store:
                 LabelSelector.parse(label_selector),
                 FieldSelector.parse(field_selector, supported=info.field_labels),
             )
+        except UnsupportedFieldLabel as e:
+            if info.field_labels == META_FIELDS and info.crd_name is None:
+                # runtime.DefaultMetaV1FieldSelectorConversion: kinds without their own field labels.
+                why = f'"{e.label}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+                raise st.bad_request(why) from e
+            raise st.bad_request(str(e)) from e
         except SelectorError as e:
             raise st.bad_request(str(e)) from e
 
@@ -435,12 +508,13 @@ class Store:
             labels=labels,
             fields=fields,
         )
+        hist = self._history[info.key]
         if not resource_version or resource_version == "0":
             for key in sorted(self._objects[info.key]):
                 w.offer("ADDED", self._objects[info.key][key], None)
+            w.since = hist.last_rv
         else:
-            since = _parse_rv(resource_version)
-            hist = self._history[info.key]
+            since = w.since = _parse_rv(resource_version)
             if since < hist.evicted_upto:
                 oldest = hist.events[0][0] if hist.events else self._rv + 1
                 raise st.expired(f"too old resource version: {since} ({oldest - 1})")
@@ -462,6 +536,7 @@ class Store:
         if len(hist.events) == hist.events.maxlen:
             hist.evicted_upto = hist.events[0][0]
         hist.events.append((self._rv, etype, obj, prev))
+        hist.last_rv = self._rv
         for w in list(self._watchers[info.key]):
             w.offer(etype, obj, prev)
 
@@ -496,6 +571,18 @@ class Store:
             raise st.bad_request(f"the body of the request must be a JSON object, not {type(body).__name__}")
         obj: Obj = deep_copy(dict(body))
         want_av = info.api_version(version)
+        if info.crd_name is None and (
+            obj.get("apiVersion") not in (None, "", want_av) or obj.get("kind") not in (None, "", info.kind)
+        ):
+            # The built-in scheme's decoder (transformDecodeError): the body names a kind the
+            # scheme does not have in that version.
+            sent_kind = str(obj.get("kind") or info.kind)
+            sent_av = str(obj.get("apiVersion") or want_av)
+            raise st.bad_request(
+                f'{sent_kind} in version "{sent_av.rsplit("/", 1)[-1]}" cannot be handled as a {info.kind}: '
+                f'no kind "{sent_kind}" is registered for version "{sent_av}" in scheme '
+                '"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30"'
+            )
         if obj.get("apiVersion") not in (None, "", want_av):
             raise st.bad_request(
                 f"the API version in the data ({obj['apiVersion']}) does not match "
@@ -519,13 +606,25 @@ class Store:
                 raise st.bad_request(f"metadata.{key} must be a map of string keys to string values")
         if meta.get("finalizers") is not None and not isinstance(meta["finalizers"], list):
             raise st.bad_request("metadata.finalizers must be a list of strings")
+        # Go's omitempty: an empty map or list in these fields is not stored (nor shown).
+        for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+            if meta.get(key) in ({}, []):
+                del meta[key]
+        if info.key == ("", "configmaps"):
+            for key in ("data", "binaryData"):
+                if obj.get(key) in ({}, None):
+                    obj.pop(key, None)
         obj = self.to_storage(info, obj)
         schema = info.schemas.get(version)
         if schema is not None:
             schema.prune(obj)
             schema.apply_defaults(obj)
-        if info.key == ("", "pods"):
-            default_pod(obj)
+        if info.key == _CRDS:
+            default_crd(obj)
+        try:
+            decode_defaults(info.key, obj)  # pods and nodes: canonical quantities, SetDefaults
+        except Undecodable as e:
+            raise st.bad_request(str(e)) from e
         return obj
 
     def prepare_create(
@@ -557,9 +656,10 @@ class Store:
             raise st.internal("resourceVersion should not be set on objects to be created")
         for key in _SYSTEM_META:
             meta.pop(key, None)
-        if info.key == ("", "pods"):
-            self._priority_admission(obj)
+        if info.key == ("", "pods"):  # the built-in admission plugins, in the API server's order
             self._service_account_admission(ns, obj)
+            self._priority_admission(obj)
+            default_toleration_seconds(obj)
         return Pending(
             operation="CREATE",
             info=info,
@@ -603,9 +703,10 @@ class Store:
         if not isinstance(spec, dict):
             return
         if not spec.get("serviceAccountName"):
-            spec["serviceAccountName"] = "default"
+            spec["serviceAccountName"] = spec["serviceAccount"] = "default"
         account = spec["serviceAccountName"]
-        if (ns, account) not in self._objects[("", "serviceaccounts")]:
+        found = self._objects[("", "serviceaccounts")].get((ns, account))
+        if found is None:
             name = str(_meta(pod).get("name") or _meta(pod).get("generateName") or "")
             raise st.forbidden(
                 f'pods "{name}" is forbidden: error looking up service account {ns}/{account}: '
@@ -614,6 +715,7 @@ class Store:
                 plural="pods",
                 name=name,
             )
+        mount_service_account(pod, found, lambda: "".join(self._random.choice(_NAME_CHARS) for _ in range(5)))
 
     def _namespace_lifecycle(self, ns: str, info: TypeInfo, name: str) -> None:
         """NamespaceLifecycle admission: no objects in missing or terminating namespaces."""
@@ -650,18 +752,24 @@ class Store:
             if pc is not None:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = int(pc.get("value", 0)) if pc is not None else 0
-        # Any integer priority the client sent must equal the computed one, with or without a
-        # class name (admitPod: "must not be provided in pod spec").
-        if spec.get("priority") is not None and spec["priority"] != value:
-            raise st.forbidden(
-                "the integer value of priority "
-                f"({spec['priority']}) must not be provided in pod spec; priority admission controller "
-                f"computed {value} from the given PriorityClass name",
-                plural="pods",
-            )
+        policy = (pc or {}).get("preemptionPolicy") or "PreemptLowerPriority"
+        # Any priority or preemptionPolicy the client sent must equal the computed one, with or
+        # without a class name (admitPod: "must not be provided in pod spec").
+        name = _meta(pod).get("name") or _meta(pod).get("generateName") or ""
+        for key, what, computed in (
+            ("priority", "integer value of priority", value),
+            ("preemptionPolicy", "string value of PreemptionPolicy", policy),
+        ):
+            if spec.get(key) is not None and spec[key] != computed:
+                raise st.forbidden(
+                    f'pods "{name}" is forbidden: the {what} ({spec[key]}) must not be provided in pod '
+                    f"spec; priority admission controller computed {computed} from the given "
+                    "PriorityClass name",
+                    plural="pods",
+                    name=name,
+                )
         spec["priority"] = value
-        if pc is not None and pc.get("preemptionPolicy"):
-            spec.setdefault("preemptionPolicy", pc["preemptionPolicy"])
+        spec["preemptionPolicy"] = policy
 
     def prepare_update(
         self,
@@ -675,7 +783,7 @@ class Store:
     ) -> Pending:
         """PUT: ``body``'s resourceVersion, when set, is a precondition."""
         info = self.type_of(resource)
-        self._check_subresource(info, subresource, "update")
+        self._check_subresource(info, subresource, "update", name or "")
         obj = self._decode(info, resource.version, body)
         meta = _meta(obj)
         name = name or str(meta.get("name") or "")
@@ -689,6 +797,8 @@ class Store:
             )
         old = self._stored(info, namespace, name)
         want = meta.get("resourceVersion") or None
+        if want is not None and parse_uint_error(str(want)) is not None:
+            raise st.internal(str(parse_uint_error(str(want))))  # the etcd3 versioner's plain error
         if want is not None and want != old["metadata"]["resourceVersion"]:
             raise st.conflict(info.group, info.plural, name, st.STALE)
         if meta.get("uid") not in (None, "", old["metadata"].get("uid")):
@@ -719,6 +829,8 @@ class Store:
             else:
                 meta.pop(key, None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
+        if info.key == ("", "pods") and not subresource:
+            admit_pod_update(old, obj)  # built-in admission on update (Priority, DefaultTolerationSeconds)
         return Pending(
             operation="UPDATE",
             info=info,
@@ -741,13 +853,13 @@ class Store:
         patch: Any,
         *,
         namespace: str | None = None,
-        patch_type: Literal["merge", "json"] = "merge",
+        patch_type: Literal["merge", "json", "strategic"] = "merge",
         subresource: str = "",
         dry_run: bool = False,
     ) -> Pending:
         """PATCH: applied to the stored object; a resourceVersion the patch sets is a precondition."""
         info = self.type_of(resource)
-        self._check_subresource(info, subresource, "patch")
+        self._check_subresource(info, subresource, "patch", name)
         old = self._stored(info, namespace, name)
         current = self.present(info, old, resource.version)
         if patch_type == "merge":
@@ -758,17 +870,19 @@ class Store:
                 isinstance(patch.get("metadata"), Mapping) and "resourceVersion" in patch["metadata"]
             )
         elif patch_type == "json":
-            if not isinstance(patch, list) or not all(isinstance(op, Mapping) for op in patch):
-                raise st.bad_request("a JSON patch must be a JSON array of operation objects")
-            try:
-                patched = jsonpatch.apply_patch(current, [dict(op) for op in patch])
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, TypeError) as e:
-                raise st.raise_status(
-                    st.make_status(
-                        422, "Invalid", f"the server rejected our request due to an error in our request: {e}"
-                    )
-                ) from e
+            patched = apply_json_patch(current, patch)  # evanphx/json-patch's semantics and errors
             explicit_rv = _meta(patched).get("resourceVersion") != old["metadata"]["resourceVersion"]
+        elif patch_type == "strategic" and info.crd_name is None:
+            patched = strategic_merge(current, patch, info.group, info.plural)
+            explicit_rv = isinstance(patch, Mapping) and (
+                isinstance(patch.get("metadata"), Mapping) and "resourceVersion" in patch["metadata"]
+            )
+        elif patch_type == "strategic":
+            # Custom resources have no Go types to take merge keys from (patch.go refuses them).
+            raise st.unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            )
         else:
             raise st.unsupported_media_type(
                 f"the patch type {patch_type!r} is not supported by the API double"
@@ -776,9 +890,20 @@ class Store:
         if not isinstance(patched, dict):
             raise st.bad_request("the patched object is not a JSON object")
         want = _meta(patched).get("resourceVersion") if explicit_rv else None
+        if want and parse_uint_error(str(want)) is not None:
+            raise st.internal(str(parse_uint_error(str(want))))  # the etcd3 versioner's plain error
         if want is not None and want != old["metadata"]["resourceVersion"]:
             raise st.conflict(info.group, info.plural, name, st.STALE)
-        obj = self._decode(info, resource.version, patched)
+        try:
+            obj = self._decode(info, resource.version, patched)
+        except KubeError as e:
+            if not isinstance(e.__cause__, Undecodable):
+                raise
+            # patch.go: the patched object does not decode -> 422 on the field "patch".
+            text = json.dumps(patched, separators=(",", ":"))
+            why = f"patch: Invalid value: {json.dumps(text)}: {e.__cause__.why}"
+            cause = Cause("FieldValueInvalid", "patch", why)
+            raise st.invalid("", "", "", [cause]) from e
         pending = self._pending_update(
             info, resource.version, old, obj, subresource=subresource, dry_run=dry_run, precondition=want
         )
@@ -824,15 +949,20 @@ class Store:
         )
 
     def _check_delete_preconditions(self, info: TypeInfo, old: Obj, uid: str | None, rv: str | None) -> None:
+        # rest.BeforeDelete names the kind where other conflicts name the resource.
         meta = old["metadata"]
         if uid and uid != meta.get("uid"):
-            raise st.conflict(info.group, info.plural, meta["name"], _uid_mismatch(uid, old))
+            why = (
+                f"the UID in the precondition ({uid}) does not match the UID in record ({meta.get('uid')}). "
+                "The object might have been deleted and then recreated"
+            )
+            raise st.conflict(info.group, info.kind, meta["name"], why)
         if rv and rv != meta.get("resourceVersion"):
             why = (
-                f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}"
+                f"the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in "
+                f"record ({meta.get('resourceVersion')}). The object might have been modified"
             )
-            raise st.conflict(info.group, info.plural, meta["name"], why)
+            raise st.conflict(info.group, info.kind, meta["name"], why)
 
     def prepare_bind(self, namespace: str, name: str, binding: Any, *, dry_run: bool = False) -> Pending:
         """POST pods/NAME/binding (pkg/registry/core/pod/storage/storage.go BindingREST.Create)."""
@@ -868,16 +998,12 @@ class Store:
             precondition_uid=meta.get("uid") or None,
         )
 
-    def _check_subresource(self, info: TypeInfo, subresource: str, verb: str) -> None:
+    def _check_subresource(self, info: TypeInfo, subresource: str, verb: str, name: str = "") -> None:
         if subresource and subresource not in info.subresources:
+            if info.crd_name is not None:  # the CRD handler: an undeclared subresource is NotFound(name)
+                raise st.not_found(info.group, info.plural, name)
             raise st.raise_status(
-                st.make_status(
-                    404,
-                    "NotFound",
-                    f"the server could not find the requested resource ({info.plural}/{subresource})",
-                    group=info.group,
-                    kind=info.plural,
-                )
+                st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
             )
         if subresource not in ("", "status"):
             raise st.method_not_supported(info.group, f"{info.plural}/{subresource}", verb)
@@ -895,12 +1021,15 @@ class Store:
             target: Obj = obj["target"] if isinstance(obj.get("target"), dict) else {}
             causes: _Causes = []
             if target.get("kind") not in (None, "", "Node"):
-                msg = f'target.kind: Unsupported value: "{target.get("kind")}": supported values: "Node", ""'
+                kind = target.get("kind")
+                msg = f'target.kind: Unsupported value: "{kind}": supported values: "Node", "<empty>"'
                 causes.append(Cause("FieldValueNotSupported", "target.kind", msg))
             if not target.get("name"):
                 causes.append(Cause("FieldValueRequired", "target.name", "target.name: Required value"))
             if causes:
-                raise st.invalid("", "Binding", pending.name, causes)
+                # BindingREST.Create returns errs.ToAggregate(), a plain error: 500 without a reason.
+                texts = [c.message for c in causes]
+                raise st.internal(texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]")
             pending.completed = True
             return
         # Mutating webhooks may have changed anything: decode again (prune + default).
@@ -946,8 +1075,10 @@ class Store:
         if schema is not None:
             schema.prune(out)
             schema.apply_defaults(out)
-        if info.key == ("", "pods"):
-            default_pod(out)
+        try:
+            decode_defaults(info.key, out)
+        except Undecodable as e:
+            raise st.bad_request(str(e)) from e
         return out
 
     def _prepare_for_create(self, pending: Pending, obj: Obj) -> None:
@@ -961,7 +1092,11 @@ class Store:
                     "metadata.name: Required value: name or generateName is required",
                 )
                 raise st.invalid(info.group, info.kind, "", [cause])
-            meta["name"] = str(prefix) + "".join(self._random.choice(_NAME_CHARS) for _ in range(5))
+            # names.SimpleNameGenerator: at most 58 characters of the prefix, then 5 random ones.
+            meta["name"] = str(prefix)[:58] + "".join(self._random.choice(_NAME_CHARS) for _ in range(5))
+        # rest.BeforeCreate (FillObjectMetaSystemFields): validating webhooks already see these.
+        meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+        meta["creationTimestamp"] = format_time(self.clock())
         if info.key == ("", "pods"):
             obj["status"] = initial_status(obj)
         elif info.status_on_create == "drop":
@@ -980,6 +1115,15 @@ class Store:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            if info.key in (("", "pods"), ("", "nodes")):
+                # Pod and node status strategies keep only the spec (and a pod's ownerReferences):
+                # labels and annotations may change through the status subresource.
+                new["metadata"] = meta
+                owners = old["metadata"].get("ownerReferences")
+                if info.key == ("", "pods"):
+                    meta.pop("ownerReferences", None)
+                    if owners is not None:
+                        meta["ownerReferences"] = owners
             obj.clear()
             obj.update(new)
             meta = _meta(obj)
@@ -998,9 +1142,11 @@ class Store:
                 "FieldValueForbidden",
                 "metadata.finalizers",
                 "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being "
-                f"deleted, found new finalizers {sorted(new_fin - old_fin)}",
+                f"deleted, found new finalizers {go_string_slice(sorted(new_fin - old_fin))}",
             )
-            raise st.invalid(info.group, info.kind, meta["name"], [cause])
+            # Reported twice, as the API server does: the common metadata checks of BeforeUpdate
+            # and the kind's own ValidateUpdate both run ValidateObjectMetaUpdate.
+            raise st.invalid(info.group, info.kind, meta["name"], [cause, cause])
 
     def _validate_meta(self, info: TypeInfo, obj: Obj) -> _Causes:
         meta = _meta(obj)
@@ -1014,6 +1160,19 @@ class Store:
             hint = "'example.com'"
         if info.group == "rbac.authorization.k8s.io":
             pattern = "[^/%]+"  # RBAC names are path segments (ValidateRBACName)
+        prefix = meta.get("generateName")
+        legacy = info.api_key == ("", "events")  # core/v1 Events skip ObjectMeta validation
+        if isinstance(prefix, str) and prefix and info.group != "rbac.authorization.k8s.io" and not legacy:
+            # ValidateObjectMeta checks the prefix first, a trailing dash masked (maskTrailingDash
+            # drops two characters for it, as the Go code does).
+            masked = prefix[:-2] + "a" if prefix.endswith("-") else prefix
+            if len(masked) > limit or not re.fullmatch(pattern, masked):
+                msg = (
+                    f'metadata.generateName: Invalid value: "{prefix}": a lowercase {what} must consist of '
+                    "lower case alphanumeric characters, '-' or '.', and must start and end with an "
+                    f"alphanumeric character (e.g. {hint}, regex used for validation is '{pattern}')"
+                )
+                causes.append(Cause("FieldValueInvalid", "metadata.generateName", msg))
         if len(name) > limit or not re.fullmatch(pattern, name):
             msg = (
                 f'metadata.name: Invalid value: "{name}": a lowercase {what} must consist of lower case '
@@ -1040,6 +1199,9 @@ class Store:
         info = pending.info
         if pending.subresource == "binding":
             return self._commit_bind(pending)
+        storage = info.schemas.get(info.versions[0])
+        if pending.object is not None and storage is not None and pending.version != info.versions[0]:
+            storage.prune(pending.object)  # stored in the storage version: its schema prunes
         objects = self._objects[info.key]
         key = (pending.namespace if info.namespaced else "", pending.name)
         current = objects.get(key)
@@ -1050,13 +1212,11 @@ class Store:
                 raise st.already_exists(info.group, info.plural, pending.name)
             if info.namespaced:
                 self._namespace_lifecycle(pending.namespace, info, pending.name)
-            meta = _meta(obj)
-            meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
-            meta["creationTimestamp"] = format_time(self.clock())
+            meta = _meta(obj)  # uid and creationTimestamp: set by complete() (_prepare_for_create)
             if info.crd_name is not None or info.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
                 meta["generation"] = 1  # custom resources and CRDs count spec changes
             if pending.dry_run:
-                meta["resourceVersion"] = str(self._rv)
+                meta.pop("resourceVersion", None)  # nothing was stored: no version to show
                 return self.present(info, obj, pending.version)
             meta["resourceVersion"] = self._next_rv()
             objects[key] = obj
@@ -1106,9 +1266,15 @@ class Store:
         meta = current["metadata"]
         grace = graceful_seconds(current, pending.grace_period_seconds) if info.key == ("", "pods") else 0
         if grace == 0 and not meta.get("finalizers"):
+            final = current
+            if info.key == ("", "pods"):
+                # BeforeDelete still records the (zero) grace period on the object it deletes.
+                final = deep_copy(current)
+                _meta(final).setdefault("deletionTimestamp", format_time(self.clock()))
+                _meta(final)["deletionGracePeriodSeconds"] = 0
             if pending.dry_run:
-                return self.present(info, current, pending.version)
-            return self._remove(info, current, current)
+                return self.present(info, final, pending.version)
+            return self._remove(info, final, current)
         # The object stays, Terminating: a bound pod's grace period, or finalizers to be removed.
         old_grace = meta.get("deletionGracePeriodSeconds")
         if meta.get("deletionTimestamp") and old_grace is not None and grace >= old_grace:
@@ -1147,7 +1313,9 @@ class Store:
         if uid and uid != current["metadata"].get("uid"):
             raise st.conflict("", "pods", pending.name, _uid_mismatch(uid, current))
         if current["metadata"].get("deletionTimestamp"):
-            raise st.internal(f"pod {pending.name} is being deleted, cannot be assigned to a host")
+            # assignPod turns any plain error of the update into a Conflict on pods/binding.
+            why = f"pod {pending.name} is being deleted, cannot be assigned to a host"
+            raise st.conflict("", "pods/binding", pending.name, why)
         node = (current.get("spec") or {}).get("nodeName")
         if node:
             raise st.conflict(
@@ -1295,7 +1463,7 @@ class Store:
         patch: Any,
         *,
         namespace: str | None = None,
-        patch_type: Literal["merge", "json"] = "merge",
+        patch_type: Literal["merge", "json", "strategic"] = "merge",
         subresource: str = "",
         dry_run: bool = False,
     ) -> Obj:
@@ -1371,27 +1539,11 @@ def _uid_mismatch(uid: str, obj: Obj) -> str:
 
 
 def _parse_rv(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as e:
-        raise st.bad_request(f'resourceVersion: Invalid value: "{text}": must be an integer') from e
-    if value < 0:
-        raise st.bad_request(f'resourceVersion: Invalid value: "{text}": must be non-negative')
-    return value
-
-
-def _encode_continue(rv: int, last: tuple[str, str]) -> str:
-    raw = json.dumps({"v": "double/v1", "rv": rv, "start": list(last)}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode()
-
-
-def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        start = data["start"]
-        return int(data["rv"]), (str(start[0]), str(start[1]))
-    except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as e:
-        raise st.bad_request(f"continue key is not valid: {e}") from e
+    """The watch cache's ParseResourceVersion: an error it returns as is (500, no reason)."""
+    problem = parse_uint_error(text)
+    if problem is not None:
+        raise st.internal(f'resourceVersion: Invalid value: "{text}": {problem}')
+    return int(text)
 
 
 _EVENT_RENAMES = (
