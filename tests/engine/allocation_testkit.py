@@ -76,7 +76,10 @@ def cpu_node(name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": "32", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "allocatable": {"cpu": "32", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
