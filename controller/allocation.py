@@ -21,9 +21,10 @@ Per pass:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -121,6 +122,26 @@ def _node_name(pod: Mapping[str, Any]) -> str:
 
 def _terminal(pod: Mapping[str, Any]) -> bool:
     return _phase(pod) in ("Succeeded", "Failed")
+
+
+# Requests of one pass sent at once (ledger writes of different nodes, bindings, reports): enough to
+# keep the API server busy while this process decides nothing meanwhile, few enough that a pass over a
+# flood of unplaceable pods does not swamp it.
+WRITE_CONCURRENCY = 16
+
+
+async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = WRITE_CONCURRENCY) -> None:
+    """Await ``calls`` with at most ``limit`` in flight; after all have ended, raise the first error."""
+    gate = asyncio.Semaphore(limit)
+
+    async def gated(call: Awaitable[None]) -> None:
+        async with gate:
+            await call
+
+    outcomes = await asyncio.gather(*(gated(c) for c in calls), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 class AllocationController:
@@ -434,6 +455,7 @@ class AllocationController:
                 )
         scheduler = self.config.scheduling.scheduler_name
         pending: list[tuple[PodRequest, Obj]] = []
+        reports: list[tuple[Obj, str]] = []  # PodScheduled=False + Event, sent together below
         for pod in pods:
             spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
             assert isinstance(spec, Mapping)
@@ -444,14 +466,15 @@ class AllocationController:
             try:
                 request = pod_request(pod, nvidia)
             except PodRequestError as e:
-                await self._unschedulable(pod, f"cannot read the vGPU request: {e}", result)
+                reports.append((pod, f"cannot read the vGPU request: {e}"))
                 continue
             if request is None:
-                await self._unschedulable(
-                    pod,
-                    f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
-                    "or add a volcano.sh/vgpu-number limit",
-                    result,
+                reports.append(
+                    (
+                        pod,
+                        f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
+                        "or add a volcano.sh/vgpu-number limit",
+                    )
                 )
                 continue
             pending.append((replace(request, facts=pod_facts(pod)), pod))
@@ -478,7 +501,7 @@ class AllocationController:
             if min_member <= 1 and len(members) == 1:
                 placed = allocator.place(members[0], now=now)
                 if isinstance(placed, Unplaceable):
-                    await self._unschedulable(objects[members[0].uid], placed.message, result)
+                    reports.append((objects[members[0].uid], placed.message))
                     continue
                 allocator.commit(placed)
                 if members[0].uid not in reserved_before:
@@ -495,10 +518,10 @@ class AllocationController:
                 self.metrics.releases.labels("gang").inc()
             if not outcome.ok:
                 for failure in outcome.failures:
-                    await self._unschedulable(objects[failure.pod.uid], failure.message, result)
+                    reports.append((objects[failure.pod.uid], failure.message))
                 continue
             for failure in outcome.failures:
-                await self._unschedulable(objects[failure.pod.uid], failure.message, result)
+                reports.append((objects[failure.pod.uid], failure.message))
             fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
             result.reserved.extend(p.pod.key for p in fresh)
             if not fresh:
@@ -507,7 +530,12 @@ class AllocationController:
         for uid in to_commit:
             allocator.mark_committed(uid)
 
+        await _concurrently(self._unschedulable(pod, message, result) for pod, message in reports)
+
         # 3. write, then bind -------------------------------------------------------------------
+        # Writes for different nodes, and bindings of different pods, are independent: they go out
+        # together (bounded); every binding still waits for every ledger write of the pass.
+        writes = []
         for name in sorted({*view.nodes, *ledgers}):
             old = ledgers.get(name) or NodeLedger(node=name)
             new = allocator.ledger(name)
@@ -521,38 +549,45 @@ class AllocationController:
                     log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
                     result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
                     return
-            await self._write_ledger(old, new)
-        for entry_node, entry in self._bindable(allocator, view, objects, busy):
-            pod = objects[entry.pod_uid]
-            notes = allocation_annotations(
-                entry, node=entry_node, now=now, memory_factor=nvidia.gpu_memory_factor
+            writes.append(self._write_ledger(old, new))
+        await _concurrently(writes)
+        bindable = self._bindable(allocator, view, objects, busy)
+        await _concurrently(
+            self._bind(entry_node, entry, objects, now, result) for entry_node, entry in bindable
+        )
+
+    async def _bind(
+        self, entry_node: str, entry: Allocation, objects: Mapping[str, Obj], now: int, result: PassResult
+    ) -> None:
+        pod = objects[entry.pod_uid]
+        notes = allocation_annotations(
+            entry, node=entry_node, now=now, memory_factor=self.config.nvidia.gpu_memory_factor
+        )
+        try:
+            await self.client.bind(
+                entry.namespace, entry.name, node=entry_node, annotations=notes, uid=entry.pod_uid
             )
-            try:
-                await self.client.bind(
-                    entry.namespace, entry.name, node=entry_node, annotations=notes, uid=entry.pod_uid
-                )
-            except (Conflict, NotFound) as e:
-                # Bound by another replica already, or gone: the next pass sees which.
-                log.info("binding %s to %s did not happen: %s", entry.key, entry_node, e)
-                continue
-            busy.add(entry_node)
-            self.metrics.allocations.labels(entry_node).inc()
-            result.bound.append(entry.key)
-            devices = notes[VGPU_IDS]
-            audit(
-                "allocation",
-                pod=entry.key,
-                uid=entry.pod_uid,
-                node=entry_node,
-                devices=devices,
-                queue=entry.queue,
-                by=self.identity,
-            )
-            await self._event(
-                pod,
-                reason="Scheduled",
-                message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
-            )
+        except (Conflict, NotFound) as e:
+            # Bound by another replica already, or gone: the next pass sees which.
+            log.info("binding %s to %s did not happen: %s", entry.key, entry_node, e)
+            return
+        self.metrics.allocations.labels(entry_node).inc()
+        result.bound.append(entry.key)
+        devices = notes[VGPU_IDS]
+        audit(
+            "allocation",
+            pod=entry.key,
+            uid=entry.pod_uid,
+            node=entry_node,
+            devices=devices,
+            queue=entry.queue,
+            by=self.identity,
+        )
+        await self._event(
+            pod,
+            reason="Scheduled",
+            message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
+        )
 
     def _bindable(
         self,

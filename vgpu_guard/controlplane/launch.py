@@ -236,6 +236,10 @@ class ControlPlane:
             # Fake nodes have no kubelet: the suites heartbeat them through nodes/status, and a
             # longer grace period keeps a node Ready across a slow moment of a 2-core machine.
             "--node-monitor-grace-period=60s",
+            # The default 20 QPS takes ~25 s to lift the not-ready taint TaintNodesByCondition puts
+            # on 500 new nodes (one PATCH each); the oracle creates that many in one wave.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
         ]
 
     def _scheduler_argv(self) -> list[str]:

@@ -1,0 +1,74 @@
+"""kube-scheduler as the oracle: for random fleets, does each node fit the pod? Ours must agree.
+
+``ORACLE_CASES`` (default 500) cases in waves of ``ORACLE_SLOTS`` (default 50), from a base seed
+printed with every result; ``ORACLE_SEED=<seed>`` replays a run. For each case and each of its
+nodes, that node alone is left untainted and the pod is offered to both schedulers: kube-scheduler
+binds the plain twin <=> our controller binds the vGPU twin, on every node. A disagreement is
+reported as a table (constraints the case used, seed, node, our verdict, kube-scheduler's).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tests.builders import default_config
+from tests.oracle.cases import generate
+from tests.oracle.runner import Oracle, Row, zone_key
+from tests.real_cluster import RealCluster
+from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.kube.aio import AioClusterClient
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+CASES = int(os.environ.get("ORACLE_CASES", "500"))
+SLOTS = int(os.environ.get("ORACLE_SLOTS", "50"))
+
+
+def _table(rows: list[Row], base: int) -> str:
+    lines = [
+        f"ORACLE_SEED={base}: {len(rows)} disagreements",
+        "constraints | case seed | node | ours | kube-scheduler",
+    ]
+    for r in rows:
+        ours = "binds" if r.ours.fits else f"refuses: {r.ours.message}"
+        kube = "binds" if r.kube.fits else f"refuses: {r.kube.message}"
+        lines.append(f"{','.join(r.features)} | {r.seed} | {r.node} | {ours} | {kube}")
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(900)
+async def test_per_node_feasibility_agrees_with_kube_scheduler(
+    real_api: RealCluster, reliability_report: object
+) -> None:
+    base = int(os.environ.get("ORACLE_SEED") or random.SystemRandom().randrange(1_000_000))
+    admin = await AioClusterClient.from_kubeconfig(str(real_api.kubeconfig))
+    controller = AllocationController(
+        admin, default_config(), identity="oracle", registry=CollectorRegistry()
+    )
+    oracle = Oracle(admin, controller, SLOTS)
+    rows: list[Row] = []
+    try:
+        await oracle.setup()
+        for start in range(0, CASES, SLOTS):
+            wave = [
+                (slot, generate(base * 10_000 + i, zone_key(slot)))
+                for slot, i in enumerate(range(start, min(start + SLOTS, CASES)))
+            ]
+            rows.extend(await oracle.run_wave(wave))
+    finally:
+        await oracle.teardown()
+        await admin.close()
+    disagreements = [r for r in rows if r.ours.fits != r.kube.fits]
+    fits = sum(r.kube.fits for r in rows)
+    used = Counter(f for r in rows for f in r.features)
+    reliability_report(  # type: ignore[operator]
+        f"oracle ORACLE_SEED={base}: {CASES} cases, {len(rows)} per-node verdicts ({fits} fit, "
+        f"{len(rows) - fits} refused), {len(rows) - len(disagreements)} agree; constraints exercised: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(used.items()))
+    )
+    assert not disagreements, _table(disagreements, base)
