@@ -59,6 +59,10 @@ __all__ = [
 Policy = Literal["binpack", "spread"]
 Search = Literal["indexed", "scan"]
 _Key = tuple[int, str, int]
+_Order = tuple[int, int, str, int]
+# How many more nodes with equally packed cards the indexed search weighs for the cpu/memory
+# tie-break once it has a fit (kube-scheduler samples too: percentageOfNodesToScore).
+TIE_CANDIDATES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,29 +520,42 @@ class Allocator:
         else:
             yield from heapq.merge(*streams)
 
+    def _order(self, rank: _Key, name: str) -> _Order:
+        """GPU packing first; among equal cards, the node kube-scheduler's LeastAllocated would
+        prefer (most cpu and memory left); then the node name, so the result is deterministic."""
+        lean = 0
+        if self._constraints is not None and self._prepared is not None:
+            lean = -self._constraints.least_allocated(self._prepared, self._nodes[name].info)
+        return (rank[0], lean, rank[1], rank[2])
+
     def _search(self, pod: PodRequest) -> tuple[str, tuple[ContainerGrant, ...]] | None:
-        best: tuple[_Key, str, tuple[ContainerGrant, ...]] | None = None
+        best: tuple[_Order, str, tuple[ContainerGrant, ...]] | None = None
         if self.search == "scan":
             for name in sorted(self._nodes):
                 result = self._evaluate(pod, self._nodes[name])
                 if isinstance(result[0], tuple):
                     rank, grants = result
-                    if best is None or rank < best[0]:
-                        best = (rank, name, grants)
+                    order = self._order(rank, name)
+                    if best is None or order < best[0]:
+                        best = (order, name, grants)
         else:
             seen: set[str] = set()
+            ties = 0
             for key in self._candidates(pod):
-                if best is not None and key >= best[0]:
+                if best is not None and (key[0] > best[0][0] or ties >= TIE_CANDIDATES):
                     break
                 name = key[1]
                 if name in seen:
                     continue
                 seen.add(name)
+                if best is not None:
+                    ties += 1  # equally packed cards: a bounded look for a less loaded node
                 result = self._evaluate(pod, self._nodes[name])
                 if isinstance(result[0], tuple):
                     rank, grants = result
-                    if best is None or rank < best[0]:
-                        best = (rank, name, grants)
+                    order = self._order(rank, name)
+                    if best is None or order < best[0]:
+                        best = (order, name, grants)
         return (best[1], best[2]) if best is not None else None
 
     def diagnose(self, pod: PodRequest) -> str:

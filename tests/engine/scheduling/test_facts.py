@@ -119,6 +119,17 @@ def test_generic_ephemeral_volumes_are_unsupported() -> None:
     assert facts.claims == ()
 
 
+def test_inline_cloud_disks_are_unsupported() -> None:
+    """VolumeRestrictions and NodeVolumeLimits need every pod's disks and the nodes' attach limits."""
+    volumes = [
+        {"name": "a", "gcePersistentDisk": {"pdName": "d1"}},
+        {"name": "b", "csi": {"driver": "ebs.csi.aws.com"}},
+        {"name": "c", "emptyDir": {}},
+    ]
+    facts = pod_facts(pod("p", volumes=volumes))
+    assert facts.unsupported == ("inline csi, gcePersistentDisk volumes (VolumeRestrictions, NodeVolumeLimits)",)
+
+
 def test_the_refusal_names_everything_unsupported() -> None:
     facts = pod_facts(
         pod(

@@ -153,12 +153,21 @@ def _spread(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[SpreadC
     return tuple(out)
 
 
+# Inline volumes that VolumeRestrictions (one writer per disk on a node) and NodeVolumeLimits
+# (attach limits per node) judge: they need the other pods' disks and the nodes' limits.
+INLINE_DISKS = ("gcePersistentDisk", "awsElasticBlockStore", "azureDisk", "rbd", "iscsi", "cinder", "csi")
+
+
 def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
     out = []
+    volumes = [as_mapping(v) for v in as_list(spec.get("volumes"))]
     if as_list(spec.get("resourceClaims")):
         out.append("dynamic resource allocation (spec.resourceClaims)")
-    if any(as_mapping(v).get("ephemeral") for v in as_list(spec.get("volumes"))):
+    if any(v.get("ephemeral") for v in volumes):
         out.append("generic ephemeral volumes (spec.volumes[].ephemeral)")
+    disks = sorted({kind for v in volumes for kind in INLINE_DISKS if kind in v})
+    if disks:
+        out.append(f"inline {', '.join(disks)} volumes (VolumeRestrictions, NodeVolumeLimits)")
     return tuple(out)
 
 

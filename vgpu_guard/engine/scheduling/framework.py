@@ -85,6 +85,19 @@ class NodeConstraints:
             )
         )
 
+    def least_allocated(self, prepared: Prepared, node: NodeInfo) -> int:
+        """kube-scheduler's NodeResourcesLeastAllocated score (0..100): the share of cpu and memory
+        left free after this pod, averaged. Used only to break ties between equally packed GPUs."""
+        usage = self.workloads.usage(node.name)
+        scores = []
+        for name in ("cpu", "memory"):
+            capacity = node.allocatable_units.get(name, 0)
+            requested = usage.requested.get(name, 0) + prepared.pod.requests.get(name, 0)
+            scores.append(
+                0 if capacity == 0 or requested > capacity else (capacity - requested) * 100 // capacity
+            )
+        return sum(scores) // len(scores)
+
     def fits_later(self, prepared: Prepared, node: NodeInfo, resources: frozenset[str]) -> tuple[str, ...]:
         """NodeResourcesFit for ``resources`` alone (the vGPU ones, after the per-GPU fit)."""
         usage = self.workloads.usage(node.name)
