@@ -1,6 +1,6 @@
-"""Fixtures of the end-to-end suite: one installation per backend and session, one namespace per story.
+"""Fixtures of the end-to-end suite: one installation per backend, one namespace per story.
 
-    guard    (session) the backend's API server with the chart installed through the API, the
+    guard    (package) the backend's API server with the chart installed through the API, the
              suite's nodes, the kubelet and device-plugin stand-ins, and the local processes
              e2e-webhook-0 and e2e-controller-0 running; parametrised over the backends
              "double" (always) and "cluster" (E2E_KUBECONFIG or the project control plane,
@@ -8,7 +8,9 @@
     env      (story) a fresh namespace, an admin client, the default processes running again,
              and tear-down that undoes the story's faults even when it fails
 
-Tear-down runs on failure too: the session's in ``finally`` (webhook configurations first, then
+The installation lives as long as the e2e package runs (its processes would otherwise keep placing
+vgpu-guard pods while later suites, such as the oracle, use the same control plane). Tear-down runs
+on failure too: the package's in ``finally`` (webhook configurations first, then
 the processes, the chart's objects and the nodes), each story's in its fixture.
 """
 
@@ -62,7 +64,7 @@ def _backend_of(item: pytest.Item) -> str | None:
     return callspec.params.get("backend_name") if callspec is not None else None
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
+@pytest.fixture(scope="package", params=BACKENDS)
 def backend_name(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     return name
@@ -81,7 +83,7 @@ async def _backend(
     return backend
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture(scope="package", loop_scope="session")
 async def guard(
     backend_name: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> AsyncIterator[Guard]:
