@@ -29,6 +29,8 @@ APPS = ("a", "b", "c")
 TAINT_KEYS = ("oracle.vgpu-guard.io/t1", "oracle.vgpu-guard.io/t2")
 GPU_MEMORY = 24576
 TWIN = "oracle.vgpu-guard.io/twin"
+ZONE = "topology.kubernetes.io/zone"
+CLAIM = "data"
 
 
 @dataclass
@@ -54,12 +56,21 @@ class PodSpec:
 
 
 @dataclass
+class VolumeSpec:
+    """A PersistentVolume bound to the probe's claim, with node affinity to a zone or one node."""
+
+    zone: str | None = None
+    host: int | None = None
+
+
+@dataclass
 class Case:
     seed: int
     nodes: list[NodeSpec]
     existing: list[tuple[int, PodSpec]]  # (node index, pod)
     probe: PodSpec
     features: tuple[str, ...]
+    volume: VolumeSpec | None = None
 
 
 def _quantity_cpu(rng: random.Random) -> str:
@@ -161,6 +172,12 @@ def generate(seed: int, zone_key: str) -> Case:
         (i, _pod(rng, zone_key, probe=False)) for i in range(len(nodes)) for _ in range(rng.randint(0, 2))
     ]
     probe = _pod(rng, zone_key, probe=True)
+    volume = None
+    if rng.random() < 0.2:
+        host = rng.randrange(len(nodes))
+        volume = (
+            VolumeSpec(host=host) if rng.random() < 0.4 else VolumeSpec(zone=rng.choice(["z1", "z2", "z3"]))
+        )
     features = tuple(
         name
         for name, used in (
@@ -173,10 +190,11 @@ def generate(seed: int, zone_key: str) -> Case:
             ("spread", bool(probe.spread)),
             ("taints", any(n.taints for n in nodes)),
             ("cordon", any(n.cordoned for n in nodes)),
+            ("volume", volume is not None),
         )
         if used
     )
-    return Case(seed, nodes, existing, probe, features or ("resources",))
+    return Case(seed, nodes, existing, probe, features or ("resources",), volume)
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -193,6 +211,7 @@ def render_node(
     labels = {HOSTNAME: name, FLEET_LABEL: fleet}
     if spec.zone is not None:
         labels[zone_key] = spec.zone
+        labels[ZONE] = spec.zone  # VolumeZone reads only the well-known zone label
     allocatable = {
         "cpu": spec.cpu,
         "memory": spec.memory,
@@ -241,7 +260,14 @@ def render_node(
 
 
 def render_pod(
-    spec: PodSpec, *, name: str, fleet: str, side: str, node: str | None = None, probe: int | None = None
+    spec: PodSpec,
+    *,
+    name: str,
+    fleet: str,
+    side: str,
+    node: str | None = None,
+    probe: int | None = None,
+    claim: bool = False,
 ) -> Obj:
     """An existing pod (``node``: bound there directly) or the probe for node ``probe``."""
     containers = [dict(c) for c in spec.containers]
@@ -269,6 +295,8 @@ def render_pod(
         pod_spec["affinity"] = spec.affinity
     if spec.spread:
         pod_spec["topologySpreadConstraints"] = spec.spread
+    if claim:
+        pod_spec["volumes"] = [{"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}}]
     if node is not None:
         pod_spec["nodeName"] = node
     else:
@@ -292,3 +320,40 @@ def render_pod(
         "metadata": {"name": name, "labels": dict(spec.labels)},
         "spec": pod_spec,
     }
+
+
+def render_volume(volume: VolumeSpec, *, fleet: str, namespace: str, zone_key: str) -> tuple[Obj, Obj]:
+    """A static PersistentVolume pre-bound to the claim ``data`` (the PV controller completes the
+    binding) and that claim; the volume's node affinity selects a zone or one node."""
+    name = f"oracle-{fleet}-pv"
+    if volume.host is not None:
+        requirement = {"key": HOSTNAME, "operator": "In", "values": [node_name(fleet, volume.host)]}
+        labels = {}
+    else:
+        requirement = {"key": zone_key, "operator": "In", "values": [str(volume.zone)]}
+        labels = {ZONE: str(volume.zone)}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "hostPath": {"path": "/tmp/oracle"},
+            "claimRef": {"namespace": namespace, "name": CLAIM},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": name,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    return pv, pvc

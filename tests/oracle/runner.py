@@ -24,17 +24,28 @@ from typing import Any
 import yaml
 
 from tests.oracle.cases import (
+    CLAIM,
     OVERHEAD,
     RUNTIME_CLASS,
     Case,
     node_name,
     render_node,
     render_pod,
+    render_volume,
 )
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
-from vgpu_guard.kube.resources import CRDS, LEDGERS, NAMESPACES, NODES, PODS, Resource
+from vgpu_guard.kube.resources import (
+    CRDS,
+    LEDGERS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    Resource,
+)
 
 Obj = dict[str, Any]
 SIDES = ("kube", "ours")
@@ -178,17 +189,50 @@ class Oracle:
                 )
                 await self.admin.create(NODES, node)
                 await self.admin.patch(NODES, node["metadata"]["name"], status, subresource="status")
+            if case.volume is not None:
+                pv, pvc = render_volume(
+                    case.volume, fleet=fleet, namespace=namespace(slot, side), zone_key=zone_key(slot)
+                )
+                await self.admin.create(PERSISTENT_VOLUMES, pv)
+                await self.admin.create(PERSISTENT_VOLUME_CLAIMS, pvc, namespace=namespace(slot, side))
             for k, (i, pod) in enumerate(case.existing):
                 obj = render_pod(pod, name=f"existing-{k}", fleet=fleet, side=side, node=node_name(fleet, i))
                 await self.admin.create(PODS, obj, namespace=namespace(slot, side))
 
         await _concurrently(create(s, c, side) for s, c in cases for side in SIDES)
+        await self._claims_bound(sum(2 for _, c in cases if c.volume is not None))
+
+    async def _claims_bound(self, expected: int) -> None:
+        """Until kube-controller-manager's PV controller has completed every claim's binding (only
+        then do kube-scheduler and we treat a claim as bound)."""
+        deadline = time.monotonic() + 60
+        bound = 0
+        while time.monotonic() < deadline:
+            claims = (await self.admin.list(PERSISTENT_VOLUME_CLAIMS)).items
+            bound = sum(
+                1
+                for c in claims
+                if c["metadata"]["namespace"].startswith("oracle-")
+                and (c.get("status") or {}).get("phase") == "Bound"
+                and "pv.kubernetes.io/bind-completed" in (c["metadata"].get("annotations") or {})
+            )
+            if bound >= expected:
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{bound} of {expected} claims were bound in time")
 
     async def _step(self, active: list[tuple[int, Case]], step: int) -> list[Row]:
         name = f"probe-{step}"
 
         async def create(slot: int, case: Case, side: str) -> None:
-            obj = render_pod(case.probe, name=name, fleet=self.fleet(slot, side), side=side, probe=step)
+            obj = render_pod(
+                case.probe,
+                name=name,
+                fleet=self.fleet(slot, side),
+                side=side,
+                probe=step,
+                claim=case.volume is not None,
+            )
             obj["metadata"]["labels"][ROLE_LABEL] = "probe"
             await self.admin.create(PODS, obj, namespace=namespace(slot, side))
 
@@ -268,6 +312,11 @@ class Oracle:
                     await self.admin.delete(
                         PODS, pod["metadata"]["name"], namespace=ns, grace_period_seconds=0
                     )
+            if case.volume is not None:
+                with contextlib.suppress(NotFound):
+                    await self.admin.delete(PERSISTENT_VOLUME_CLAIMS, CLAIM, namespace=ns)
+                with contextlib.suppress(NotFound):
+                    await self.admin.delete(PERSISTENT_VOLUMES, f"oracle-{self.fleet(slot, side)}-pv")
             for i in range(len(case.nodes)):
                 name = node_name(self.fleet(slot, side), i)
                 with contextlib.suppress(NotFound):

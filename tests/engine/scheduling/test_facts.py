@@ -127,7 +127,9 @@ def test_inline_cloud_disks_are_unsupported() -> None:
         {"name": "c", "emptyDir": {}},
     ]
     facts = pod_facts(pod("p", volumes=volumes))
-    assert facts.unsupported == ("inline csi, gcePersistentDisk volumes (VolumeRestrictions, NodeVolumeLimits)",)
+    assert facts.unsupported == (
+        "inline csi, gcePersistentDisk volumes (VolumeRestrictions, NodeVolumeLimits)",
+    )
 
 
 def test_the_refusal_names_everything_unsupported() -> None:
