@@ -165,6 +165,7 @@ class AllocationController:
         self._reported_violations: dict[str, frozenset[str]] = {}
         self._reported_pods: set[tuple[str, str]] = set()
         self._bad_ledgers: set[str] = set()
+        self._last_error: str | None = None
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -304,7 +305,15 @@ class AllocationController:
             log.info("ledger write lost a race, re-deciding on the next pass: %s", e)
         except KubeError as e:
             result.errors.append(str(e))
-            log.warning("allocation pass failed, retrying: %s", e)
+            if str(e) != self._last_error:
+                log.warning(
+                    "allocation pass failed, retrying with backoff (logged again if the error changes): %s", e
+                )
+            self._last_error = str(e)
+            return result
+        if self._last_error is not None:
+            log.info("allocation passes succeed again")
+        self._last_error = None
         return result
 
     async def settle(self, *, max_passes: int = 100) -> list[PassResult]:

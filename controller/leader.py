@@ -61,13 +61,22 @@ class LeaderElector:
         self.leading = False
         # Set after the first round, won or lost: the replica is then "holding or waiting" (ready).
         self.attempted = False
+        # The API error that ended the last round (None: the round reached the Lease). A failing
+        # Lease (namespace deleted, RBAC revoked) is logged once, not on every retry.
+        self.error: str | None = None
 
     async def try_acquire_or_renew(self) -> bool:
         """One round; returns whether this replica leads now. API errors mean "not leading"."""
+        before = self.error
+        self.error = None
         try:
             return await self._round()
         finally:
             self.attempted = True
+            if self.error is not None and self.error != before:
+                log.warning("%s; retrying with backoff, logged again only if the error changes", self.error)
+            elif self.error is None and before is not None:
+                log.info("Lease %s/%s is reachable again", self.namespace, self.name)
 
     async def _round(self) -> bool:
         now = self.clock()
@@ -76,7 +85,7 @@ class LeaderElector:
         except NotFound:
             lease = None
         except KubeError as e:
-            log.warning("cannot read Lease %s/%s: %s", self.namespace, self.name, e)
+            self.error = f"cannot read Lease {self.namespace}/{self.name}: {e}"
             self.leading = False
             return False
         try:
@@ -103,7 +112,7 @@ class LeaderElector:
             self.leading = False  # someone else wrote first; try again next round
             return False
         except KubeError as e:
-            log.warning("cannot write Lease %s/%s: %s", self.namespace, self.name, e)
+            self.error = f"cannot write Lease {self.namespace}/{self.name}: {e}"
             self.leading = False
             return False
 

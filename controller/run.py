@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -25,6 +26,8 @@ from vgpu_guard.kube.errors import Expired, KubeError, NotFound, Unsupported
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
 
 __all__ = ["run_controller"]
+
+MAX_BACKOFF_SECONDS = 30.0
 
 log = logging.getLogger("vgpu_guard.controller")
 
@@ -64,6 +67,7 @@ async def run_controller(
     retry_seconds: float = 2.0,
     max_passes: int = 50,
     elector: LeaderElector | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     """Run until cancelled: lead, watch, settle; release the Lease on the way out.
 
@@ -82,23 +86,32 @@ async def run_controller(
         for r in (PODS, NODES, LEDGERS, PODGROUPS, QUEUES, GANG_PLACEMENTS)
     ]
     last_pass = float("-inf")
+    backoff = retry_seconds
     try:
         while True:
             leading = await elector.try_acquire_or_renew()
             metrics.leader.set(1 if leading else 0)
             if not leading:
+                # A standby acts on nothing the watches report: one Lease attempt per retry
+                # period, and while the Lease itself fails, exponentially fewer (up to 30 s).
                 metrics.ledgers.snapshot = LedgerSnapshot()  # the leader exports the GPUs, not us
+                wake.clear()
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS) if elector.error else retry_seconds
+                await sleep(backoff)
+                continue
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
-            if leading and due:
+            if due:
                 wake.clear()
                 last_pass = time.monotonic()
                 results = await controller.settle(max_passes=max_passes)
                 if results and results[-1].errors:
-                    # Failing (API errors, our CRD not installed): retry after the retry period, not
-                    # in a tight loop that floods the log and the API server.
+                    # Failing (API errors, our CRD not installed): retry with backoff, not in a
+                    # tight loop that floods the log and the API server (the pass logs it once).
                     wake.set()
-                    await asyncio.sleep(retry_seconds)
+                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    await sleep(backoff)
                     continue
+                backoff = retry_seconds
                 if results and results[-1].changed:
                     wake.set()  # not settled within max_passes: go on after renewing the Lease
                     continue

@@ -1,0 +1,129 @@
+"""A standby replica, or one whose Lease cannot be written, is quiet: request counts over a simulated
+minute (fake clock and sleep, no real waiting).
+
+Before: the watches' wake event was cleared only while leading, so a standby's wait returned at once
+and it sent ~1,000 Lease GETs a second; with the namespace deleted both replicas logged a warning on
+every round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tests.controller.allocation_testkit import Cluster, gpu_node
+from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.controller.run import MAX_BACKOFF_SECONDS, run_controller
+from vgpu_guard.kube.client import WatchEvent
+from vgpu_guard.kube.resources import LEASES, Resource
+
+MINUTE = 60.0
+RETRY = 2.0
+
+
+class Counting:
+    """The in-process client, counting every call by (verb, resource)."""
+
+    def __init__(self, inner: MemoryClusterClient) -> None:
+        self.inner = inner
+        self.calls: Counter[tuple[str, str]] = Counter()
+
+    def __getattr__(self, verb: str) -> Any:
+        method = getattr(self.inner, verb)
+
+        async def call(resource: Resource, *args: Any, **kwargs: Any) -> Any:
+            self.calls[(verb, resource.plural)] += 1
+            return await method(resource, *args, **kwargs)
+
+        return call
+
+    def watch(self, resource: Resource, **kwargs: Any) -> AsyncIterator[WatchEvent]:
+        self.calls[("watch", resource.plural)] += 1
+        return self.inner.watch(resource, **kwargs)
+
+
+class SimulatedMinute(Exception):
+    pass
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1_750_000_000.0
+        self.start = self.now
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        if self.now - self.start >= MINUTE:
+            raise SimulatedMinute
+        await asyncio.sleep(0)
+
+
+async def run_for_a_minute(client: Counting, time: FakeTime, namespace: str) -> None:
+    with pytest.raises(SimulatedMinute):
+        await run_controller(
+            client,  # type: ignore[arg-type]
+            Cluster().config,
+            identity="standby",
+            clock=time.clock,
+            sleep=time.sleep,
+            registry=CollectorRegistry(),
+            lease_namespace=namespace,
+            retry_seconds=RETRY,
+        )
+
+
+def lease_held_by_another(cluster: Cluster, now: float) -> None:
+    renewed = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cluster.store.create(
+        LEASES,
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "vgpu-guard-controller", "namespace": "default"},
+            "spec": {"holderIdentity": "leader", "leaseDurationSeconds": 3600, "renewTime": renewed},
+        },
+    )
+
+
+async def test_a_standby_sends_one_lease_read_per_retry_period_and_nothing_else() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    time = FakeTime()
+    lease_held_by_another(cluster, time.now)
+    client = Counting(MemoryClusterClient(cluster.store))
+    await run_for_a_minute(client, time, "default")
+    rounds = int(MINUTE / RETRY)
+    assert client.calls[("get", "leases")] == rounds
+    writes = {k: n for k, n in client.calls.items() if k[0] not in ("get", "list", "watch")}
+    assert writes == {}
+    # Besides the Lease, only each watch's first list and its watch: nothing is re-read per round.
+    others = sum(n for (verb, plural), n in client.calls.items() if plural != "leases")
+    assert others <= 2 * 6
+
+
+async def test_a_lease_that_cannot_be_written_is_logged_once_and_retried_with_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    time = FakeTime()
+    client = Counting(MemoryClusterClient(cluster.store))
+    with caplog.at_level(logging.WARNING, logger="vgpu_guard"):
+        await run_for_a_minute(client, time, "deleted-namespace")
+    # Rounds at 0, 4, 12, 28 and 58 s: the wait doubles from the retry period up to 30 s.
+    assert MAX_BACKOFF_SECONDS == 30.0
+    assert client.calls[("get", "leases")] == 5
+    assert client.calls[("create", "leases")] == 5
+    lease_lines = [r.getMessage() for r in caplog.records if "Lease" in r.getMessage()]
+    assert lease_lines == [
+        'cannot write Lease deleted-namespace/vgpu-guard-controller: namespaces "deleted-namespace" '
+        "not found; retrying with backoff, logged again only if the error changes"
+    ]
