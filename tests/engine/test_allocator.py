@@ -207,6 +207,16 @@ def test_gputype_and_uuid_annotations() -> None:
     assert result.message == "0/2 nodes are available: 2 GPUs aren't listed in volcano.sh/vgpu-use-gpuuuid"
 
 
+@pytest.mark.parametrize("listed", ["", ",", " , ,"])
+def test_an_empty_gpu_uuid_list_restricts_nothing(listed: str) -> None:
+    """Volcano reads an empty or separator-only vgpu-use-gpuuuid (or -nouse-) as no restriction."""
+    nodes = [gpu_node("a", 1)]
+    for key in ("volcano.sh/vgpu-use-gpuuuid", "volcano.sh/vgpu-nouse-gpuuuid"):
+        pod = request(vgpu_pod("p", memory=1, annotations={key: listed}))
+        result = Allocator(view(nodes), {}, config=config()).place(pod)
+        assert isinstance(result, Placement) and result.node == "a", (key, listed)
+
+
 def test_whole_card_pods_keep_cards_empty() -> None:
     nodes = [gpu_node("a", 2)]
     allocator = Allocator(view(nodes), {}, config=config(), whole_card={"a": 1})

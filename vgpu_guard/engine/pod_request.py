@@ -251,7 +251,8 @@ def pod_request(
         tolerations=tolerations_of(spec),
         use_types=_csv(annotations.get(USE_GPUTYPE)),
         nouse_types=_csv(annotations.get(NOUSE_GPUTYPE)),
-        use_uuids=frozenset(uuids_use) if USE_GPUUUID in annotations else None,
+        # Volcano reads an empty or separator-only list as "no restriction", not "no GPU allowed".
+        use_uuids=frozenset(uuids_use) if uuids_use else None,
         nouse_uuids=frozenset(_csv(annotations.get(NOUSE_GPUUUID))),
         queue=annotations.get(QUEUE_ANNOTATION, ""),
         group=group,
