@@ -24,8 +24,8 @@ def test_seed_pods_are_admitted_with_the_expected_changes(capsys: pytest.Capture
     code, out = review_json(capsys, "-f", str(SEEDS))
     assert code == 0
     assert out["cluster"] == "built-in example cluster"
-    by_name = {r["name"]: r for r in out["results"]}
-    assert [(r["kind"], r["name"], r["allowed"]) for r in out["results"]] == [
+    by_name = {r["name"]: r for r in out["objects"]}
+    assert [(r["kind"], r["name"], r["allowed"]) for r in out["objects"]] == [
         ("Pod", "hami-pod", True),
         ("Pod", "mig-pod", True),
         ("Pod", "gpu-pod", True),
@@ -48,27 +48,27 @@ def test_seed_pods_are_admitted_with_the_expected_changes(capsys: pytest.Capture
 def test_denials_exit_1_with_messages(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = review_json(capsys, "-f", str(DENIALS))
     assert code == 1
-    assert [r["allowed"] for r in out["results"]] == [False, False, False]
-    assert out["results"][0]["code"] == 403
-    assert out["results"][0]["message"] == (
+    assert [r["allowed"] for r in out["objects"]] == [False, False, False]
+    assert out["objects"][0]["code"] == 403
+    assert out["objects"][0]["message"] == (
         "[vgpu-memory-unit] spec.containers[0].resources.limits[volcano.sh/vgpu-memory]: 12Gi has a unit suffix "
         "but vgpu-memory counts MiB (12Gi would mean 12884901888 MiB); write 12288"
     )
-    assert out["results"][2]["message"].startswith("[vgpu-cores-range] spec.template.spec.containers[0]")
+    assert out["objects"][2]["message"].startswith("[vgpu-cores-range] spec.template.spec.containers[0]")
 
 
 def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["review", "-f", str(SEEDS)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Reviewed 4 object(s) against built-in example cluster.\n")
-    assert "ALLOWED Pod default/mig-pod  [" in text
+    assert "allowed Pod default/mig-pod  [" in text
     assert "    warning: vgpu-guard: set annotation vgpu-guard.io/mig-profile=1g.5gb\n" in text
     assert text.endswith("4 allowed, 0 denied.\n")
 
 
 def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["review", "-f", str(SEEDS), "-o", "yaml"]) == 0
-    assert len(yaml.safe_load(capsys.readouterr().out)["results"]) == 4
+    assert len(yaml.safe_load(capsys.readouterr().out)["objects"]) == 4
 
 
 def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path
     )
     code, out = review_json(capsys, "-f", str(SEEDS), "--cluster", str(cluster))
     assert code == 1 and out["cluster"] == f"cluster file {cluster}"
-    mig = next(r for r in out["results"] if r["name"] == "mig-pod")
+    mig = next(r for r in out["objects"] if r["name"] == "mig-pod")
     assert mig["message"].startswith(
         "[vgpu-mode-unavailable] metadata.annotations[volcano.sh/vgpu-mode]: mig is offered by no node"
     )
@@ -138,4 +138,4 @@ def test_list_objects_are_expanded(capsys: pytest.CaptureFixture[str], tmp_path:
     listing = tmp_path / "list.yaml"
     listing.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
     code, out = review_json(capsys, "-f", str(listing))
-    assert code == 0 and len(out["results"]) == 4
+    assert code == 0 and len(out["objects"]) == 4

@@ -24,9 +24,9 @@ def test_review_reproduces_seed_001(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines() == [
         f"Reviewed 4 object(s) against cluster file {cluster}.",
         "",
-        f"ALLOWED Queue training  [{queues}#1]",
-        f"ALLOWED Queue inference  [{queues}#2]",
-        f"ALLOWED Queue notebooks  [{queues}#3]",
+        f"allowed Queue training  [{queues}#1]",
+        f"allowed Queue inference  [{queues}#2]",
+        f"allowed Queue notebooks  [{queues}#3]",
         f"DENIED  Queue batch  [{queues}#4]",
         f"    {SEED_001}",
         "",
@@ -46,7 +46,7 @@ def test_review_json_carries_the_same_decision(capsys: pytest.CaptureFixture[str
             "json",
         ]
     )
-    results = json.loads(capsys.readouterr().out)["results"]
+    results = json.loads(capsys.readouterr().out)["objects"]
     assert code == 1
     assert [(r["name"], r["allowed"], r["code"], r["message"]) for r in results] == [
         ("training", True, 200, ""),

@@ -22,6 +22,7 @@ import yaml
 from tests.builders import gpu_node, pod
 from tests.webhook.conftest import admission_review
 from vgpu_guard.apidouble.server import serve_double
+from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, SECRETS
 
 BIN = Path(sys.executable).with_name("vgpu-guard")
@@ -125,3 +126,57 @@ def test_bad_process_settings_fail_at_start_naming_the_variable(
         "VGPU_GUARD_SERVING_VALIDITY: Value error, 'one year' is not a duration like 8760h, 90m or 1h30m"
         in (capsys.readouterr().err)
     )
+
+
+# --- no kubeconfig, or a broken one: one line, exit 2 -------------------------------------------------
+
+
+def _serve_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, home: Path, *argv: str
+) -> str:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    assert run_cli(["serve", "webhook", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_serve_without_a_kubeconfig_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    err = _serve_error(capsys, monkeypatch, tmp_path)
+    assert err == (
+        f"error: no kubeconfig: {tmp_path}/.kube/config (the default path) does not exist and this is not a pod "
+        "in a cluster (no KUBERNETES_SERVICE_HOST); pass --kubeconfig FILE or set KUBECONFIG\n"
+    )
+    assert "current-context" not in err and "Config not found" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "apiVersion: v1\nkind: Config\nclusters: []\n",
+            "key current-context is missing or empty; run `kubectl config use-context NAME --kubeconfig {path}`",
+        ),
+        (
+            "current-context: prod\ncontexts: [{name: dev, context: {}}]\n",
+            "current-context 'prod' names no entry of contexts; run `kubectl config get-contexts --kubeconfig "
+            "{path}` and use-context one of them",
+        ),
+        ("a: [\n", "not valid YAML at line 2; fix it or pass another --kubeconfig FILE"),
+    ],
+)
+def test_serve_with_a_broken_kubeconfig_names_file_and_key(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    content: str,
+    expected: str,
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(content)
+    err = _serve_error(capsys, monkeypatch, tmp_path, "--kubeconfig", str(path))
+    assert err == f"error: kubeconfig {path} (--kubeconfig): {expected.format(path=path)}\n"

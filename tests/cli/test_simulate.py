@@ -206,7 +206,7 @@ def test_admission_entries_have_reviews_shape(
     capsys: pytest.CaptureFixture[str], default_json: dict[str, Any]
 ) -> None:
     assert run(["review", "-f", str(EXAMPLES / "seed-002-003-mig.yaml"), "-o", "json"]) == 0
-    review_keys = set(json.loads(capsys.readouterr().out)["results"][0])
+    review_keys = set(json.loads(capsys.readouterr().out)["objects"][0])
     for entry in default_json["admission"]:
         assert review_keys <= set(entry)
 
@@ -223,7 +223,10 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     assert "ADMISSION (41 requests, 10 denied)" in lines
     assert "PODS (36: 21 Bound, 7 Pending, 8 Rejected)" in lines
     assert f"      {SEED_000_IN_DEFAULT}" in lines
-    assert "  DENIED     Queue       batch                                default.yaml#18" in lines
+    assert (
+        "  DENIED     Queue       batch                                examples/simulate/seed-001-queues.yaml#8"
+        in lines
+    )
     assert f"        {BATCH_DENIED}" in lines
     assert "    allowed  Pod         3 pods of Deployment default/web     by replicaset-controller" in lines
     assert (

@@ -12,7 +12,12 @@ from typing import Any
 
 from vgpu_guard.engine.admission import ReviewResult
 
-__all__ = ["admission_entry"]
+__all__ = ["CLUSTER_SCOPED", "admission_entry"]
+
+# Kinds the CLI meets that have no namespace (shown as "Node gpu-0", never "default/gpu-0").
+CLUSTER_SCOPED = frozenset(
+    {"Queue", "Node", "Namespace", "PriorityClass", "HyperNode", "PersistentVolume", "StorageClass"}
+)
 
 
 def admission_entry(source: str, result: ReviewResult) -> dict[str, Any]:
@@ -23,7 +28,7 @@ def admission_entry(source: str, result: ReviewResult) -> dict[str, Any]:
     return {
         "source": source,
         "kind": obj.get("kind"),
-        "namespace": metadata.get("namespace") or ("" if obj.get("kind") == "Queue" else "default"),
+        "namespace": "" if obj.get("kind") in CLUSTER_SCOPED else (metadata.get("namespace") or "default"),
         "name": metadata.get("name") or metadata.get("generateName") or "",
         "allowed": result.decision.allowed,
         "code": result.decision.code,

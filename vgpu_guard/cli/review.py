@@ -17,16 +17,55 @@ from typing import Any
 import yaml
 
 from vgpu_guard.cli.admission_entries import admission_entry
-from vgpu_guard.cli.documents import Document, InputError, read_documents
+from vgpu_guard.cli.documents import (
+    Document,
+    InputError,
+    add_input_arguments,
+    limits_from,
+    read_documents,
+    read_inputs,
+)
+from vgpu_guard.cli.report import policy_reports, rule_results, summary
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 
-__all__ = ["BUILTIN_CLUSTER", "add_parser", "load_view", "review_documents", "run"]
+__all__ = [
+    "BUILTIN_CLUSTER",
+    "EPILOG",
+    "OUTPUTS",
+    "add_output_argument",
+    "add_parser",
+    "load_view",
+    "review_documents",
+    "run",
+]
 
 BUILTIN_CLUSTER = Path(__file__).resolve().parent.parent / "data" / "builtin-cluster.yaml"
+BUILTIN_SOURCE = "built-in example cluster"
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
+OUTPUTS = ("text", "json", "yaml", "policyreport")
+EPILOG = """exit codes:
+  0  every object allowed (warnings, mutations and audit findings allowed too)
+  1  at least one object denied
+  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster"""
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """``-o``, the same choices on ``review`` and ``simulate``."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=OUTPUTS,
+        default="text",
+        help=(
+            "text (default): a readable summary; json|yaml: one result per object and rule "
+            "(rule, path, action deny|warn|audit|mutate, message, fix) and a summary, "
+            "schema docs/review-report.schema.json; policyreport: wgpolicyk8s.io/v1alpha2 "
+            "PolicyReport objects (YAML)"
+        ),
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,15 +73,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "review",
         help="run the admission decisions on YAML files, offline",
         description="Run exactly the webhook's decision code on every object in the files.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="YAML file of objects to review (repeatable; - for stdin)",
-    )
+    add_input_arguments(parser, metavar="FILE", what="objects to review", required=True)
     parser.add_argument(
         "--cluster",
         metavar="FILE",
@@ -58,7 +92,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="kubernetes-admin",
         help="user the requests come from (default: kubernetes-admin)",
     )
-    parser.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text")
+    add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -66,9 +100,7 @@ def load_view(path: str | None, config: GuardConfig) -> ClusterView:
     """The cluster to review against: a file of objects, or the documented built-in cluster."""
     if path is None:
         documents = read_documents(str(BUILTIN_CLUSTER))
-        return ClusterView.from_objects(
-            [d.object for d in documents], config, source="built-in example cluster"
-        )
+        return ClusterView.from_objects([d.object for d in documents], config, source=BUILTIN_SOURCE)
     documents = read_documents(path)
     return ClusterView.from_objects([d.object for d in documents], config, source=f"cluster file {path}")
 
@@ -92,7 +124,7 @@ def _text(entries: list[dict[str, Any]], source: str) -> str:
     lines = [f"Reviewed {len(entries)} object(s) against {source}.", ""]
     for e in entries:
         ref = f"{e['kind']} {e['namespace'] + '/' if e['namespace'] else ''}{e['name']}"
-        verdict = "ALLOWED" if e["allowed"] else "DENIED "
+        verdict = "allowed" if e["allowed"] else "DENIED "  # as simulate's RESULT column
         extra = f"  ({len(e['patch'])} patch op(s))" if e["patch"] and e["allowed"] else ""
         lines.append(f"{verdict} {ref}  [{e['source']}]{extra}")
         lines.extend(f"    {line}" for line in e["message"].splitlines())
@@ -110,18 +142,28 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     try:
         view = load_view(args.cluster, config)
-        documents = [d for path in args.filename for d in read_documents(path)]
+        documents = read_inputs(args.filename, recursive=args.recursive, limits=limits_from(args))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
-    entries = [
-        admission_entry(d.source, r)
-        for d, r in review_documents(documents, view, config, username=args.username)
-    ]
-    if args.output == "json":
-        sys.stdout.write(json.dumps({"cluster": view.source, "results": entries}, indent=2) + "\n")
-    elif args.output == "yaml":
-        sys.stdout.write(yaml.safe_dump({"cluster": view.source, "results": entries}, sort_keys=False))
+    reviewed = review_documents(documents, view, config, username=args.username)
+    entries = [admission_entry(d.source, r) for d, r in reviewed]
+    pairs = [(d.source, r) for d, r in reviewed]
+    denied = sum(1 for e in entries if not e["allowed"])
+    if args.output == "policyreport":
+        sys.stdout.write(yaml.safe_dump_all(policy_reports(pairs, config), sort_keys=False))
+    elif args.output in ("json", "yaml"):
+        results = rule_results(pairs, config)
+        report = {
+            "cluster": view.source,
+            "summary": summary(len(entries), denied, results),
+            "results": results,
+            "objects": entries,
+        }
+        if args.output == "json":
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        else:
+            sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
     else:
         sys.stdout.write(_text(entries, view.source))
-    return EXIT_OK if all(e["allowed"] for e in entries) else EXIT_DENIED
+    return EXIT_OK if denied == 0 else EXIT_DENIED

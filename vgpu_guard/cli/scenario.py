@@ -8,16 +8,30 @@ with the file and the document, exactly as ``review`` does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from vgpu_guard.cli.documents import Document, read_documents
+from vgpu_guard.cli.documents import (
+    DEFAULT_LIMITS,
+    Document,
+    InputError,
+    Limits,
+    expand_paths,
+    parse_documents,
+    read_documents,
+)
 
-__all__ = ["DEFAULT_SCENARIO", "Scenario", "default_scenario", "load_scenario"]
+__all__ = ["DEFAULT_SCENARIO", "EXAMPLES_DIR", "Scenario", "default_scenario", "load_scenario"]
 
 # Package data (pyproject's data/**/*.yaml glob ships it); `vgpu-guard simulate` with no -f.
 DEFAULT_SCENARIO = "data/scenarios/default.yaml"
+# Where its sections come from, in the repository (the README links them).
+EXAMPLES_DIR = "examples/simulate"
+# A section starts at the "---" before its "# ===== FILE =====" line.
+_SECTION = re.compile(r"^---\n(?=# ===== )", re.MULTILINE)
+_MARKER = re.compile(r"# ===== (\S+) =")
 
 
 @dataclass(frozen=True)
@@ -29,16 +43,26 @@ class Scenario:
 
 
 def default_scenario() -> Scenario:
-    """The embedded scenario that tells the seeds' stories in one run."""
-    path = resources.files("vgpu_guard").joinpath(DEFAULT_SCENARIO)
-    with resources.as_file(path) as real:
-        documents = read_documents(str(real))
-    # Sources read "default.yaml#3", not a site-packages path that differs per install.
-    named = tuple(Document(f"default.yaml#{d.source.rpartition('#')[2]}", d.object) for d in documents)
-    return Scenario(source="built-in default scenario", documents=named)
+    """The embedded scenario that tells the examples' stories in one run.
+
+    It is examples/simulate/*.yaml concatenated, each behind a ``# ===== FILE =====`` line; every
+    object is named after the example file and document it comes from
+    (``examples/simulate/seed-000-overcommit.yaml#9``), a file users can open, not the package's.
+    """
+    text = resources.files("vgpu_guard").joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
+    documents: list[Document] = []
+    for chunk in _SECTION.split(text)[1:]:
+        name = _MARKER.match(chunk)
+        if name is None:  # pragma: no cover - the split keeps only chunks that start with a marker
+            raise InputError(f"{DEFAULT_SCENARIO}: a section without its # ===== FILE ===== line")
+        documents += parse_documents(chunk, f"{EXAMPLES_DIR}/{name.group(1)}")
+    return Scenario(source="built-in default scenario", documents=tuple(documents))
 
 
-def load_scenario(paths: Sequence[str]) -> Scenario:
-    """All objects of the files, in order; raises ``InputError`` naming the file and the document."""
-    documents = tuple(d for path in paths for d in read_documents(path))
-    return Scenario(source=", ".join(paths), documents=documents)
+def load_scenario(
+    paths: Sequence[str], *, recursive: bool = False, limits: Limits = DEFAULT_LIMITS
+) -> Scenario:
+    """All objects of the files (directories expanded), in order; raises ``InputError`` naming the file."""
+    files = expand_paths(paths, recursive=recursive)
+    documents = tuple(d for path in files for d in read_documents(path, limits))
+    return Scenario(source=", ".join("stdin" if p == "-" else p for p in files), documents=documents)

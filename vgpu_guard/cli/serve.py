@@ -20,11 +20,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
 from aiohttp import web
 from prometheus_client import REGISTRY
 
@@ -46,7 +47,7 @@ from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import setup_logging
 from vgpu_guard.ops_http import create_ops_app
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "kubeconfig_problem", "run"]
 
 log = logging.getLogger("vgpu_guard.serve")
 
@@ -88,6 +89,55 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def kubeconfig_problem(kubeconfig: str | None, environ: Mapping[str, str]) -> str | None:
+    """Why the kubeconfig ``serve`` would load cannot work, in one line (None: try it).
+
+    Checked before the client library sees it: the library logs "Config not found" and then fails
+    on a missing ``current-context`` of the empty config it made up, two messages that contradict.
+    """
+    if not kubeconfig and environ.get("KUBERNETES_SERVICE_HOST"):
+        return None  # in a pod: the service account
+    listed = [p for p in (environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
+    if not kubeconfig and len(listed) > 1:
+        return None  # several files are merged; the library reports on those
+    path = kubeconfig or (listed[0] if listed else str(Path.home() / ".kube" / "config"))
+    origin = "--kubeconfig" if kubeconfig else ("$KUBECONFIG" if listed else "the default path")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return (
+            f"no kubeconfig: {path} ({origin}) does not exist and this is not a pod in a cluster "
+            "(no KUBERNETES_SERVICE_HOST); pass --kubeconfig FILE or set KUBECONFIG"
+        )
+    except (OSError, UnicodeDecodeError) as e:
+        return f"kubeconfig {path} ({origin}): cannot read: {getattr(e, 'strerror', None) or e}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        return (
+            f"kubeconfig {path} ({origin}): not valid YAML{where}; fix it or pass another --kubeconfig FILE"
+        )
+    if not isinstance(data, dict):
+        return f"kubeconfig {path} ({origin}): not a kubeconfig (a mapping with current-context, contexts)"
+    current = data.get("current-context")
+    if not current:
+        return (
+            f"kubeconfig {path} ({origin}): key current-context is missing or empty; "
+            f"run `kubectl config use-context NAME --kubeconfig {path}`"
+        )
+    contexts = data.get("contexts")
+    if not isinstance(contexts, list):
+        contexts = []
+    if not any(isinstance(c, dict) and c.get("name") == current for c in contexts):
+        return (
+            f"kubeconfig {path} ({origin}): current-context {current!r} names no entry of contexts; "
+            f"run `kubectl config get-contexts --kubeconfig {path}` and use-context one of them"
+        )
+    return None
 
 
 async def _client(kubeconfig: str | None) -> AioClusterClient:
@@ -237,7 +287,7 @@ async def _main(args: argparse.Namespace, config: GuardConfig, settings: Process
     try:
         client = await _client(args.kubeconfig)
     except KubeError as e:
-        log.error("cannot load a kubeconfig or service account", extra={"fields": {"error": str(e)}})
+        print(f"error: {e}; pass --kubeconfig FILE or set KUBECONFIG", file=sys.stderr)
         return 2
     process = _Process(args=args, config=config, settings=settings, client=client)
     loop = asyncio.get_running_loop()
@@ -281,6 +331,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except (ConfigError, SettingsError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    problem = kubeconfig_problem(args.kubeconfig, os.environ)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.component in ("controller", "all"):
         from vgpu_guard.controller.gc_tuning import tune_gc

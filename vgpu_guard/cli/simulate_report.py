@@ -144,7 +144,11 @@ def _admission_text(result: SimulationResult) -> list[str]:
     rows: list[tuple[list[str], list[str]]] = []  # (cells, detail lines under the row)
     for workload, group in groupby(entries, key=lambda pair: pair[0].workload):
         members = list(group)
-        if workload and len({(e["allowed"], tuple(e["warnings"]), a.api_error) for a, e in members}) == 1:
+        if (
+            workload
+            and len({(e["allowed"], e["message"], tuple(e["warnings"]), a.api_error) for a, e in members})
+            == 1
+        ):
             first, entry = members[0]
             verdict = "allowed" if entry["allowed"] else "DENIED"
             cells = [
@@ -153,7 +157,8 @@ def _admission_text(result: SimulationResult) -> list[str]:
                 f"{len(members)} pods of {workload}",
                 f"by {_who(first.username)}",
             ]
-            details = [f"warning: {w}" for w in entry["warnings"]]
+            # Why they were denied first, as for any other row, then the mutation's warnings.
+            details = [*entry["message"].splitlines(), *(f"warning: {w}" for w in entry["warnings"])]
             if first.api_error:
                 details.append(f"API server: {first.api_error}")
             rows.append((cells, details))
@@ -175,7 +180,8 @@ def _admission_text(result: SimulationResult) -> list[str]:
     lines.append(table[0])
     for row_line, (_, details) in zip(table[1:], rows, strict=True):
         lines.append(row_line)
-        lines.extend(f"        {d}" for d in details)
+        # Every line of a detail under the row, however many lines a message has.
+        lines.extend(f"        {line}" for d in details for line in str(d).splitlines())
     return lines
 
 
@@ -213,7 +219,8 @@ def _pods_text(result: SimulationResult) -> list[str]:
     for row_line, pod in zip(table[1:], result.pods, strict=True):
         lines.append(row_line)
         if pod.reason:
-            lines.append("      " + (pod.reason if pod.reason != previous else "(same reason as above)"))
+            reason = pod.reason if pod.reason != previous else "(same reason as above)"
+            lines.extend(f"      {line}" for line in reason.splitlines())
         previous = pod.reason
     return lines
 
@@ -280,7 +287,8 @@ def to_text(result: SimulationResult) -> str:
     sections = [
         [
             f"vgpu-guard simulate: {result.scenario}",
-            f"Scheduling: {result.routing}; the controller settled in {result.passes} passes.",
+            f"Scheduling: {result.routing}; the controller settled in {result.passes} "
+            f"pass{'' if result.passes == 1 else 'es'}.",
             "Pods of other schedulers are listed, not placed.",
         ],
         _admission_text(result),

@@ -1,0 +1,100 @@
+"""The text output glitches of issue 23, each pinned: every test here fails on the old output."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vgpu_guard.cli.app import run
+from vgpu_guard.cli.documents import read_documents
+from vgpu_guard.cli.scenario import default_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+DENIALS = EXAMPLES / "denials" / "pods.yaml"
+
+
+def text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    run(list(argv))
+    return capsys.readouterr().out
+
+
+def test_a_denied_jobs_pods_row_says_why_before_the_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "seed-004-ib-gang.yaml"))
+    lines = out.splitlines()
+    row = next(i for i, line in enumerate(lines) if "pods of Job default/pretrain" in line)
+    assert lines[row].lstrip().startswith("DENIED")
+    assert lines[row + 1].startswith(
+        "        [ib-cluster] metadata.annotations[scheduling.k8s.io/group-name]: "
+    )
+    assert lines[row + 2].startswith("        warning: ")
+
+
+def test_every_line_of_a_multi_line_denial_is_indented_under_its_row(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    containers = [
+        {"name": n, "image": "x", "resources": {"limits": {"volcano.sh/vgpu-cores": "150"}}}
+        for n in ("a", "b")
+    ]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "two-bad"},
+        "spec": {"containers": containers},
+    }
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    review = [
+        line for line in text(capsys, "review", "-f", str(path)).splitlines() if "[vgpu-cores-range]" in line
+    ]
+    assert len(review) == 2 and all(line.startswith("    [vgpu-cores-range] ") for line in review)
+    out = text(capsys, "simulate", "-f", str(path))
+    # The ADMISSION row and the Rejected pod's reason in PODS: each line of the denial indented.
+    denial = [line for line in out.splitlines() if "[vgpu-cores-range]" in line]
+    assert len(denial) == 4, out
+    assert all(
+        line.startswith(("        [vgpu-cores-range] ", "      [vgpu-cores-range] ")) for line in denial
+    ), out
+    assert "      denied by admission: [vgpu-multi-container] " in out
+
+
+def test_a_node_has_no_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "review", "-f", str(EXAMPLES / "seed-001" / "cluster.yaml"))
+    nodes = [line for line in out.splitlines() if " Node " in line]
+    assert nodes and all("default/" not in line for line in nodes)
+    assert any(line.startswith("allowed Node ") for line in nodes)
+
+
+def test_stdin_is_stdin_in_the_text(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(DENIALS.read_text()))
+    out = text(capsys, "review", "-f", "-")
+    assert "[stdin#1]" in out and "[-#1]" not in out
+
+
+def test_review_and_simulate_spell_the_verdict_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "review", "-f", str(EXAMPLES / "seed-002-003" / "pods.yaml"))
+    assert "ALLOWED" not in out and "allowed Pod default/hami-pod  [" in out
+    denied = text(capsys, "review", "-f", str(DENIALS))
+    assert "DENIED  Pod default/memory-in-gib  [" in denied
+
+
+def test_one_pass_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "seed-001-queues.yaml"))
+    assert "settled in 1 pass." in out and "1 passes" not in out
+
+
+def test_the_built_in_scenarios_sources_are_files_users_can_open() -> None:
+    # Not "default.yaml#9" (a package file): the example file and document each object comes from.
+    documents = default_scenario().documents
+    assert documents[0].source == "examples/simulate/seed-000-overcommit.yaml#1"
+    for document in documents:
+        path, _, index = document.source.rpartition("#")
+        assert not path.startswith("default.yaml")
+        same = [d for d in read_documents(str(ROOT / path)) if d.source.endswith(f"#{index}")]
+        assert [d.object for d in same] == [document.object], document.source

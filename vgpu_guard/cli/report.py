@@ -1,0 +1,151 @@
+"""The rule-level report of ``review`` and ``simulate`` (``-o json|yaml``) and its PolicyReport form.
+
+One result per finding: every violation a rule raised on an object (``deny``, ``warn`` or ``audit``,
+as the configuration sets the rule's action) and every JSON-patch operation the mutation made
+(``mutate``). CI reads ``rule``, ``path`` and ``action`` without parsing messages; the shape is
+published in docs/review-report.schema.json. ``-o policyreport`` turns the same results into
+``wgpolicyk8s.io/v1alpha2`` PolicyReport objects (one per namespace, a ClusterPolicyReport for
+cluster-scoped objects), the form Kyverno's reports take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vgpu_guard.cli.admission_entries import CLUSTER_SCOPED
+from vgpu_guard.engine.admission import ReviewResult
+from vgpu_guard.engine.config import Action, GuardConfig
+
+__all__ = ["ACTIONS", "POLICY", "policy_reports", "rule_results", "summary"]
+
+ACTIONS = ("deny", "warn", "audit", "mutate")
+# The policy name results carry in a PolicyReport (and its ``source``).
+POLICY = "vgpu-guard"
+# Rule name of a mutation result: the webhook's mutation has no rule ids of its own.
+MUTATION_RULE = "mutation"
+_ACTION = {Action.ENFORCE: "deny", Action.WARN: "warn", Action.AUDIT: "audit"}
+# PolicyReport result per action: a recorded (audit) finding is a failure the report keeps.
+_RESULT = {"deny": "fail", "warn": "warn", "audit": "fail", "mutate": "pass"}
+
+
+def _fix(message: str) -> str:
+    # Messages end with their remedy after the last "; " (conventions: "<value> <why>; <remedy>").
+    head, sep, tail = message.rpartition("; ")
+    return tail if sep and head else ""
+
+
+def _ref(source: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    kind = str(obj.get("kind") or "")
+    namespace = "" if kind in CLUSTER_SCOPED else str(metadata.get("namespace") or "default")
+    return {
+        "source": source,
+        "apiVersion": str(obj.get("apiVersion") or ""),
+        "kind": kind,
+        "namespace": namespace,
+        "name": str(metadata.get("name") or metadata.get("generateName") or ""),
+    }
+
+
+def rule_results(reviewed: Iterable[tuple[str, ReviewResult]], config: GuardConfig) -> list[dict[str, Any]]:
+    """One result per (object, rule, path): violations by their configured action, then patch ops."""
+    out: list[dict[str, Any]] = []
+    for source, result in reviewed:
+        ref = _ref(source, result.object)
+        allowed = result.decision.allowed
+        for v in result.decision.violations:
+            out.append(
+                {
+                    **ref,
+                    "allowed": allowed,
+                    "rule": v.rule,
+                    "path": v.path,
+                    "action": _ACTION[config.action_for(v.rule)],
+                    "message": v.message,
+                    "fix": _fix(v.message),
+                }
+            )
+        for op in result.patch if allowed else ():
+            value = op.get("value")
+            shown = f" {value}" if isinstance(value, str | int | float) else ""
+            out.append(
+                {
+                    **ref,
+                    "allowed": allowed,
+                    "rule": MUTATION_RULE,
+                    "path": str(op.get("path", "")),
+                    "action": "mutate",
+                    "message": f"{op.get('op')} {op.get('path')}{shown}",
+                    "fix": "",
+                }
+            )
+    return out
+
+
+def summary(objects: int, denied: int, results: list[dict[str, Any]]) -> dict[str, int]:
+    """Counts: objects, allowed, denied, and results per action."""
+    counts = {action: sum(1 for r in results if r["action"] == action) for action in ACTIONS}
+    return {"objects": objects, "allowed": objects - denied, "denied": denied, **counts}
+
+
+def policy_reports(reviewed: list[tuple[str, ReviewResult]], config: GuardConfig) -> list[dict[str, Any]]:
+    """``wgpolicyk8s.io/v1alpha2`` reports: one PolicyReport per namespace, one ClusterPolicyReport.
+
+    An object without findings gets one ``pass`` result (rule ``admission``), as Kyverno reports a
+    rule that matched and passed; a denial is ``fail``, a warning ``warn``.
+    """
+    by_scope: dict[str, list[dict[str, Any]]] = {}
+    for source, result in reviewed:
+        ref = _ref(source, result.object)
+        resource = {k: ref[k] for k in ("apiVersion", "kind", "name")}
+        if ref["namespace"]:
+            resource["namespace"] = ref["namespace"]
+        findings = rule_results([(source, result)], config)
+        entries = [
+            {
+                "policy": POLICY,
+                "rule": r["rule"],
+                "result": _RESULT[r["action"]],
+                "message": f"{r['path']}: {r['message']}",
+                "scored": True,
+                "source": POLICY,
+                "resources": [resource],
+                "properties": {"action": r["action"], "path": r["path"], "input": source},
+            }
+            for r in findings
+        ] or [
+            {
+                "policy": POLICY,
+                "rule": "admission",
+                "result": "pass",
+                "message": "allowed",
+                "scored": True,
+                "source": POLICY,
+                "resources": [resource],
+                "properties": {"action": "allow", "input": source},
+            }
+        ]
+        by_scope.setdefault(ref["namespace"], []).extend(entries)
+    reports = []
+    for namespace, results in sorted(by_scope.items()):
+        counts = {
+            k: sum(1 for r in results if r["result"] == k) for k in ("pass", "fail", "warn", "error", "skip")
+        }
+        metadata: dict[str, Any] = {
+            "name": f"{POLICY}-review",
+            "labels": {"app.kubernetes.io/managed-by": POLICY},
+        }
+        if namespace:
+            metadata["namespace"] = namespace
+        reports.append(
+            {
+                "apiVersion": "wgpolicyk8s.io/v1alpha2",
+                "kind": "PolicyReport" if namespace else "ClusterPolicyReport",
+                "metadata": metadata,
+                "summary": counts,
+                "results": results,
+            }
+        )
+    return reports
