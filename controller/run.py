@@ -87,16 +87,20 @@ async def run_controller(
     ]
     last_pass = float("-inf")
     backoff = retry_seconds
+    # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s at
+    # the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
+    backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
     try:
         while True:
             leading = await elector.try_acquire_or_renew()
             metrics.leader.set(1 if leading else 0)
             if not leading:
                 # A standby acts on nothing the watches report: one Lease attempt per retry
-                # period, and while the Lease itself fails, exponentially fewer (up to 30 s).
+                # period, and while the Lease itself fails, exponentially fewer (see backoff_cap).
                 metrics.ledgers.snapshot = LedgerSnapshot()  # the leader exports the GPUs, not us
                 wake.clear()
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS) if elector.error else retry_seconds
+                last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
+                backoff = min(backoff * 2, backoff_cap) if elector.error else retry_seconds
                 await sleep(backoff)
                 continue
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
@@ -108,7 +112,7 @@ async def run_controller(
                     # Failing (API errors, our CRD not installed): retry with backoff, not in a
                     # tight loop that floods the log and the API server (the pass logs it once).
                     wake.set()
-                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    backoff = min(backoff * 2, backoff_cap)
                     await sleep(backoff)
                     continue
                 backoff = retry_seconds
