@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["AdmissionMetrics"]
+__all__ = ["OTHER_RESOURCE", "AdmissionMetrics"]
+
+# The ``resource`` label of a review whose resource its path does not decide. Labels come only from
+# the fixed route table, so a caller cannot mint series (20,000 random values once made 20,001).
+OTHER_RESOURCE = "other"
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -23,6 +27,8 @@ class AdmissionMetrics:
     requests: Counter
     duration: Histogram
     bad_requests: Counter
+    connections_open: Gauge
+    connections_refused: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> AdmissionMetrics:
@@ -42,7 +48,17 @@ class AdmissionMetrics:
             ),
             bad_requests=Counter(
                 "vgpu_guard_admission_bad_requests_total",
-                "Requests answered 400/413 because they were not a usable AdmissionReview.",
+                "Requests answered 4xx because they were not a usable AdmissionReview.",
+                registry=registry,
+            ),
+            connections_open=Gauge(
+                "vgpu_guard_admission_connections_open",
+                "Admission connections open now (TLS handshake done).",
+                registry=registry,
+            ),
+            connections_refused=Counter(
+                "vgpu_guard_admission_connections_refused_total",
+                "Admission connections closed at once because webhook.maxConnections were open.",
                 registry=registry,
             ),
         )

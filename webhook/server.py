@@ -1,27 +1,43 @@
 """Running the admission server: TLS listener, operations listener, bounded graceful shutdown.
 
-Follows aiohttp's runner pattern (AppRunner + TCPSite) rather than ``web.run_app`` so the same code
+Follows aiohttp's runner pattern (AppRunner + a site) rather than ``web.run_app`` so the same code
 serves ``vgpu-guard serve``, the e2e suite and tests, all inside one event loop with the caches
 and the certificate reloader.
+
+Callers cannot hold the admission loop (issue 22):
+
+* ``/metrics``, ``/healthz`` and ``/readyz`` are served by their own thread and event loop
+  (``ops_http.OpsServer``): a slow scrape never queues a review behind it. ``/readyz`` asks the
+  admission loop, with a deadline, so a wedged loop reads as not ready.
+* The admission listener is a ``_GuardedSite``: at most ``webhook.maxConnections`` open connections
+  (one more is closed at once and counted), the TLS handshake and each request's headers bounded by
+  ``webhook.headerTimeoutSeconds``, idle connections closed after ``keepAliveTimeoutSeconds``
+  (aiohttp's keep-alive timer, which also runs from the connection's start).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.config import GuardConfig, WebhookSettings
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.ops_http import create_ops_app
-from vgpu_guard.webhook.app import create_app
+from vgpu_guard.ops_http import OpsServer
+from vgpu_guard.webhook.app import METRICS, create_app
+from vgpu_guard.webhook.metrics import AdmissionMetrics
 from vgpu_guard.webhook.views import ViewSource
 
 __all__ = ["RunningWebhook", "running_webhook"]
+
+# Seconds /readyz waits for the admission loop to run its checks.
+_READY_DEADLINE = 2.0
 
 
 @dataclass(frozen=True)
@@ -38,7 +54,149 @@ class RunningWebhook:
         return f"https://{self.host}:{self.port}"
 
 
-def _bound_port(site: web.TCPSite) -> int:
+class _GuardedConnection(asyncio.Protocol):
+    """Wraps aiohttp's protocol for one connection: the connection cap and the header deadline."""
+
+    def __init__(self, guard: _ConnectionGuard, inner: Any) -> None:
+        self._guard = guard
+        self._inner = inner
+        self._transport: asyncio.Transport | None = None
+        self._admitted = False
+        self._deadline: asyncio.TimerHandle | None = None
+        # True from "headers parsed, handler running" until the handler returns.
+        self.handling = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        if self._guard.open >= self._guard.settings.max_connections:
+            self._guard.metrics.connections_refused.inc()
+            transport.abort()
+            return
+        self._admitted = True
+        self._guard.open += 1
+        self._guard.metrics.connections_open.set(self._guard.open)
+        self._guard.by_handler[id(self._inner)] = self
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._admitted:
+            return
+        if not self.handling and self._deadline is None:
+            # The first bytes of a request: its headers must be complete before the deadline.
+            self._deadline = asyncio.get_running_loop().call_later(
+                self._guard.settings.header_timeout_seconds, self._headers_too_slow
+            )
+        self._inner.data_received(data)
+
+    def _headers_too_slow(self) -> None:
+        self._deadline = None
+        if not self.handling and self._transport is not None:
+            self._transport.abort()
+
+    def request_started(self) -> None:
+        self.handling = True
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def request_finished(self) -> None:
+        self.handling = False
+
+    def eof_received(self) -> bool | None:
+        if not self._admitted:
+            return None
+        result: bool | None = self._inner.eof_received()
+        return result
+
+    def pause_writing(self) -> None:
+        if self._admitted:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._admitted:
+            self._inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if not self._admitted:
+            return
+        self._admitted = False
+        self._guard.open -= 1
+        self._guard.metrics.connections_open.set(self._guard.open)
+        self._guard.by_handler.pop(id(self._inner), None)
+        self._inner.connection_lost(exc)
+
+
+class _ConnectionGuard:
+    """Shared state of one listener's guarded connections."""
+
+    # Bound after the app exists (the app creates the metrics; the guard's middleware goes in the app).
+    metrics: AdmissionMetrics
+
+    def __init__(self, settings: WebhookSettings) -> None:
+        self.settings = settings
+        self.open = 0
+        # aiohttp's per-connection handler (request.protocol) -> our wrapper, for the middleware.
+        self.by_handler: dict[int, _GuardedConnection] = {}
+
+    def middleware(self) -> Any:
+        @web.middleware
+        async def mark(request: web.Request, handler: Any) -> web.StreamResponse:
+            connection = self.by_handler.get(id(request.protocol))
+            if connection is not None:
+                connection.request_started()
+            try:
+                response: web.StreamResponse = await handler(request)
+                return response
+            finally:
+                if connection is not None:
+                    connection.request_finished()
+
+        return mark
+
+
+class _GuardedSite(web.BaseSite):
+    """A TCP+TLS site whose connections go through ``_GuardedConnection``."""
+
+    def __init__(
+        self,
+        runner: web.AppRunner,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext,
+        guard: _ConnectionGuard,
+    ) -> None:
+        super().__init__(runner, ssl_context=ssl_context)
+        self._host = host
+        self._port = port
+        self._guard = guard
+
+    @property
+    def name(self) -> str:
+        return f"https://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        guard = self._guard
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _GuardedConnection(guard, server()),
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=True,
+            # A client that never finishes the handshake holds a socket but no HTTP state.
+            ssl_handshake_timeout=guard.settings.header_timeout_seconds,
+        )
+
+
+def _bound_port(site: web.BaseSite) -> int:
     # aiohttp keeps the asyncio Server on the site; its public API has no getter for a port chosen by the OS.
     server = site._server
     sockets = getattr(server, "sockets", None)
@@ -69,9 +227,14 @@ async def running_webhook(
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
     host = host if host is not None else settings.host
-    app = create_app(config=config, views=views, registry=registry, client=client)
+    guard = _ConnectionGuard(settings)
+    app = create_app(
+        config=config, views=views, registry=registry, client=client, middlewares=[guard.middleware()]
+    )
+    guard.metrics = app[METRICS]
+    loop = asyncio.get_running_loop()
 
-    def is_ready() -> tuple[bool, str]:
+    async def check_ready() -> tuple[bool, str]:
         if ready is not None:
             ok, reason = ready()
             if not ok:
@@ -80,18 +243,34 @@ async def running_webhook(
             return False, "not ready: cluster caches not synced yet"
         return True, "ready"
 
-    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout_seconds, access_log=None)
-    ops_runner = web.AppRunner(create_ops_app(registry=registry, ready=is_ready), access_log=None)
+    def is_ready() -> tuple[bool, str]:
+        # Called on the operations thread: the checks read state of the admission loop, so they run
+        # there; a loop too busy to answer within the deadline is not ready.
+        future = asyncio.run_coroutine_threadsafe(check_ready(), loop)
+        try:
+            return future.result(timeout=_READY_DEADLINE)
+        except TimeoutError:
+            future.cancel()
+            return False, f"not ready: the admission loop did not answer within {_READY_DEADLINE:g} s"
+
+    runner = web.AppRunner(
+        app,
+        shutdown_timeout=settings.shutdown_timeout_seconds,
+        access_log=None,
+        keepalive_timeout=settings.keep_alive_timeout_seconds,
+        # Unread body after an early answer (408, 413, 415) is drained at most this long, then the
+        # connection is closed.
+        lingering_time=settings.body_timeout_seconds,
+    )
     await runner.setup()
-    await ops_runner.setup()
+    ops = OpsServer(registry=registry, ready=is_ready)
     try:
-        site = web.TCPSite(runner, host, settings.port if port is None else port, ssl_context=ssl_context)
-        await site.start()
-        ops_site = web.TCPSite(ops_runner, host, settings.metrics_port if ops_port is None else ops_port)
-        await ops_site.start()
-        yield RunningWebhook(
-            host=host, port=_bound_port(site), ops_port=_bound_port(ops_site), registry=registry
+        site = _GuardedSite(
+            runner, host, settings.port if port is None else port, ssl_context=ssl_context, guard=guard
         )
+        await site.start()
+        ops_bound = await ops.start(host, settings.metrics_port if ops_port is None else ops_port)
+        yield RunningWebhook(host=host, port=_bound_port(site), ops_port=ops_bound, registry=registry)
     finally:
+        await ops.stop()
         await runner.cleanup()
-        await ops_runner.cleanup()

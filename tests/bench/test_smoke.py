@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("allocator_bench.py", "idx/scan"),
         ("ledger_rebuild_bench.py", "steady: decode ledgers"),
         ("webhook_bench.py", "mutate at half of its peak load (open loop): p99 added"),
+        ("hostile_load_bench.py", "hostile-load normal-review p99"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:

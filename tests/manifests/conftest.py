@@ -57,6 +57,18 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "device-config-configmap": {"config": {"deviceConfig": {"source": "configMap"}}},
     "single-replica": {"webhook": {"replicas": 1}, "controller": {"replicas": 1}},
+    "network-policy": {
+        "webhook": {
+            "networkPolicy": {
+                "enabled": True,
+                "apiServerPeers": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+                "metricsPeers": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+                ],
+            },
+            "limits": {"maxConnections": 64, "headerTimeoutSeconds": 5},
+        }
+    },
 }
 
 # Release name and namespace other than the defaults, so names are not hard-wired anywhere.

@@ -48,7 +48,7 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
     ),
     ("ValidatingWebhookConfiguration", "queues.vgpu-guard.io"): (
         "/validate/queues",
-        [("scheduling.volcano.sh", "v1beta1", ["queues"], ["CREATE", "UPDATE"], "Cluster")],
+        [("scheduling.volcano.sh", "v1beta1", ["queues"], ["CREATE", "UPDATE", "DELETE"], "Cluster")],
     ),
 }
 

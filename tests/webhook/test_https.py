@@ -187,7 +187,7 @@ async def test_malformed_reviews_get_400_and_serving_continues(
 async def test_oversized_body_gets_413(http: aiohttp.ClientSession, webhook: RunningWebhook) -> None:
     status, answer = await post(http, webhook, "/validate/pods", b"{" + b" " * (9 * 2**20) + b"}")
     assert status == 413
-    assert answer == {"error": "body larger than 8388608 bytes"}
+    assert answer == {"error": "body larger than 8388608 bytes (webhook.maxRequestBytes)"}
 
 
 async def test_resource_not_owned_by_the_path_is_admitted_untouched(

@@ -81,3 +81,60 @@ async def test_update_replaces_the_old_version_instead_of_adding_to_it(
     training = QUEUES[0]
     response = await post(http, seed_webhook, review(training, operation="UPDATE", old=training))
     assert response["allowed"] is True
+
+
+def _queue(name: str, parent: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": 1}
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@pytest.fixture
+async def tree_webhook(server_ssl: ssl.SSLContext) -> AsyncIterator[RunningWebhook]:
+    config = default_config()
+    queues = [_queue("research"), _queue("vision", "research"), _queue("nlp", "research"), _queue("solo")]
+    async with running_webhook(
+        config=config,
+        views=StaticViewSource(ClusterView.from_objects(queues, config)),
+        ssl_context=server_ssl,
+        registry=CollectorRegistry(),
+        host="127.0.0.1",
+        port=0,
+        ops_port=0,
+    ) as running:
+        yield running
+
+
+def _delete(name: str, parent: str = "") -> dict[str, Any]:
+    body = admission_review(
+        None,
+        resource="queues",
+        group="scheduling.volcano.sh",
+        version="v1beta1",
+        kind="Queue",
+        operation="DELETE",
+        old=_queue(name, parent),
+    )
+    body["request"]["name"] = name
+    return body
+
+
+async def test_deleting_a_parent_queue_with_children_is_denied(
+    http: aiohttp.ClientSession, tree_webhook: RunningWebhook
+) -> None:
+    response = await post(http, tree_webhook, _delete("research"))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert response["status"]["message"] == (
+        "[queue-hierarchy] metadata.name: research is the parent of 2 queue(s) (nlp, vision); deleting it would "
+        "orphan them; delete those queues or move them to another parent (spec.parent) first"
+    )
+    # Leaves and childless queues delete as before.
+    assert (await post(http, tree_webhook, _delete("vision", "research")))["allowed"] is True
+    assert (await post(http, tree_webhook, _delete("solo")))["allowed"] is True

@@ -19,7 +19,7 @@ from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
 from vgpu_guard.engine.patch import diff
 from vgpu_guard.engine.rules.pods_mutate import normalise_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
-from vgpu_guard.engine.rules.queues_validate import admit_queue
+from vgpu_guard.engine.rules.queues_validate import admit_queue, admit_queue_delete
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
 from vgpu_guard.engine.topology import stamp_cluster
 from vgpu_guard.engine.vgpu_request import requests_vgpu
@@ -244,12 +244,18 @@ def register(
     _HANDLERS[(phase, group, resource)] = (handler, operations)
 
 
+def _admit_queue_any(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
+    if request.operation == "DELETE":
+        return admit_queue_delete(request, view, config)
+    return admit_queue(request, view, config)
+
+
 register(
     "validate",
     "scheduling.volcano.sh",
     "queues",
-    handler=admit_queue,
-    operations=frozenset({"CREATE", "UPDATE"}),
+    handler=_admit_queue_any,
+    operations=frozenset({"CREATE", "UPDATE", "DELETE"}),
 )
 
 

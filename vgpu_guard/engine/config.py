@@ -194,6 +194,21 @@ class WebhookSettings(_Model):
     tls_key_file: str = "/etc/vgpu-guard/tls/tls.key"
     # Seconds in-flight requests get to finish on shutdown (kept below terminationGracePeriod).
     shutdown_timeout_seconds: float = Field(default=10, gt=0, le=60)
+    # Limits that keep one caller from slowing admission for everyone (issue 22). The API server
+    # sends objects up to ~3 MiB (etcd's 1.5 MiB plus encoding); beyond 8 MiB is not a review.
+    max_request_bytes: int = Field(default=8 * 2**20, ge=64 * 2**10, le=64 * 2**20)
+    # Containers (including init and ephemeral, over every pod template) one reviewed object may
+    # carry; a larger object is denied before any rule runs, so it cannot starve other reviews.
+    max_containers: int = Field(default=500, ge=1, le=100_000)
+    # Seconds from a request's first byte (or the TLS handshake's start) to its last header byte.
+    header_timeout_seconds: float = Field(default=10, gt=0, le=300)
+    # Seconds to receive a request's whole body once its headers are in.
+    body_timeout_seconds: float = Field(default=10, gt=0, le=300)
+    # Seconds an idle connection (no request in progress) is kept open.
+    keep_alive_timeout_seconds: float = Field(default=30, gt=0, le=3600)
+    # Open admission connections; one more is closed at once (counted in
+    # vgpu_guard_admission_connections_refused_total). ~300 KB each when idle over TLS.
+    max_connections: int = Field(default=512, ge=1, le=100_000)
 
 
 class GuardConfig(_Model):

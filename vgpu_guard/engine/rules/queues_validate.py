@@ -505,6 +505,45 @@ def admit_queue(request: AdmissionRequest, view: ClusterView, config: GuardConfi
     return settle(list(check.violations), config, warnings=list(check.warnings), obj=obj)
 
 
+def delete_violations(name: str, view: ClusterView) -> list[Violation]:
+    """Deleting a queue that is some queue's parent would orphan its children (Volcano denies it too)."""
+    tree = QueueTree.from_queues(view.queues.values())
+    children = tree.children(name)
+    if not children:
+        return []
+    shown = ", ".join(children[:5]) + (f" and {len(children) - 5} more" if len(children) > 5 else "")
+    return [
+        Violation(
+            "queue-hierarchy",
+            "metadata.name",
+            f"{name} is the parent of {len(children)} queue(s) ({shown}); deleting it would orphan them; "
+            f"delete those queues or move them to another parent (spec.parent) first",
+        )
+    ]
+
+
+def admit_queue_delete(
+    request: AdmissionRequest, view: ClusterView, config: GuardConfig
+) -> AdmissionDecision:
+    """The admission handler for Queue DELETE (registered by ``engine.admission``).
+
+    The name comes from the request (a DELETE carries the queue in ``oldObject``, and kube-apiserver
+    always sets ``request.name``). On an unsynced view the children are unknown: retriable 503.
+    """
+    from vgpu_guard.engine.admission import NOT_SYNCED, AdmissionDecision, settle
+
+    old = request.old_object or {}
+    name = request.name or _name(old)
+    if not view.synced:
+        return AdmissionDecision(
+            allowed=False,
+            code=503,
+            message=NOT_SYNCED.format(what="nodes and queues"),
+            rules=("cluster-state-unknown",),
+        )
+    return settle(delete_violations(name, view), config, obj=old)
+
+
 # --- the whole picture, for the controller audit --------------------------------------------------
 
 
