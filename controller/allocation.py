@@ -33,7 +33,14 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
 from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
 from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
-from vgpu_guard.engine.assignment import AssignmentError, adopted_allocation, allocation_annotations
+from vgpu_guard.engine.assignment import (
+    AssignmentError,
+    adopted_allocation,
+    allocation_annotations,
+    decode_assignment_entries,
+    encode_assignment,
+    hold_larger,
+)
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import (
@@ -80,6 +87,7 @@ Obj = dict[str, Any]
 Clock = Callable[[], float]
 _COMPONENT = "vgpu-guard"
 _EVENT_MESSAGE_LIMIT = 1024
+_FINDINGS_SHOWN = 5
 
 
 @dataclass
@@ -90,6 +98,8 @@ class PassResult:
     reserved: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
+    # Ledger entries raised to what their bound pod's assignment annotation says (verify pass).
+    repaired: list[str] = field(default_factory=list)
     unschedulable: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
@@ -97,7 +107,9 @@ class PassResult:
 
     @property
     def changed(self) -> bool:
-        return bool(self.bound or self.reserved or self.released or self.adopted or self.conflicts)
+        return bool(
+            self.bound or self.reserved or self.released or self.adopted or self.repaired or self.conflicts
+        )
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -164,6 +176,7 @@ class AllocationController:
         self.metrics = metrics or AllocationMetrics(registry)
         self._reported_violations: dict[str, frozenset[str]] = {}
         self._reported_pods: set[tuple[str, str]] = set()
+        self._reported_findings: set[tuple[str, str, str]] = set()
         self._bad_ledgers: set[str] = set()
         self._last_error: str | None = None
 
@@ -358,10 +371,13 @@ class AllocationController:
         )
         by_uid = {str(_meta(p).get("uid")): p for p in pods}
 
-        # 1. release and adopt ------------------------------------------------------------------
+        # 1. release, verify and adopt ---------------------------------------------------------
         updated = dict(ledgers)
         released: list[tuple[Allocation, str, str]] = []
+        repaired: list[tuple[Allocation, str, list[str]]] = []
+        invalid: list[tuple[Obj, list[str]]] = []
         held: set[str] = set()
+        factor = nvidia.gpu_memory_factor
         for name, ledger in ledgers.items():
             for uid, entry in ledger.allocations.items():
                 pod = by_uid.get(uid)
@@ -376,6 +392,23 @@ class AllocationController:
                     reason = "deleted"
                 if reason is None:
                     held.add(uid)
+                    assert pod is not None
+                    raw = _annotations(pod).get(VGPU_IDS)
+                    # Verify before trusting: a bound pod's annotation is what the plugin hands out.
+                    # Our own bindings match the entry exactly (one string compare); anything else
+                    # is decoded and the entry raised to the larger of the two, never lowered.
+                    if (
+                        raw
+                        and _node_name(pod) == name
+                        and raw != encode_assignment(entry.containers, memory_factor=factor)
+                    ):
+                        decoded = decode_assignment_entries(raw)
+                        if decoded.invalid:
+                            invalid.append((pod, decoded.invalid))
+                        fixed, findings = hold_larger(entry, decoded.containers, memory_factor=factor)
+                        if findings:
+                            updated[name] = updated[name].without(uid).with_allocation(fixed)
+                            repaired.append((fixed, name, findings))
                     continue
                 updated[name] = updated[name].without(uid)
                 released.append((entry, name, reason))
@@ -390,7 +423,7 @@ class AllocationController:
                 if request is None:
                     continue
                 queue, _ = pod_queue(request, view)
-                entry = adopted_allocation(
+                adoption = adopted_allocation(
                     request, raw, queue=queue, node=view.nodes.get(node), nvidia=nvidia
                 )
             except (PodRequestError, AssignmentError) as e:
@@ -398,7 +431,10 @@ class AllocationController:
                     f"cannot adopt {_meta(pod).get('namespace')}/{_meta(pod).get('name')}: {e}"
                 )
                 continue
-            adopted.append((entry, node))
+            if adoption.invalid:
+                invalid.append((pod, adoption.invalid))
+            if adoption.allocation.containers:  # nothing valid: nothing the plugin hands out
+                adopted.append((adoption.allocation, node))
         by_node: dict[str, list[Allocation]] = {}
         for entry, node in adopted:
             by_node.setdefault(node, []).append(entry)
@@ -424,7 +460,15 @@ class AllocationController:
                 uids=[e.pod_uid for e in entries],
                 by=self.identity,
             )
-        if released or adopted:
+        if self._reported_findings:  # forget pods that are gone
+            self._reported_findings = {k for k in self._reported_findings if k[0] in by_uid}
+        for pod, skipped in invalid:
+            await self._report_invalid_assignment(pod, skipped)
+        for entry, name, findings in repaired:
+            await self._report_repair(by_uid[entry.pod_uid], entry, name, findings)
+        await self._report_adopted_over_capacity(adopted, updated, view)
+        result.repaired.extend(entry.key for entry, _, _ in repaired)
+        if released or adopted or repaired:
             return  # the next pass starts from what we just wrote (fresh resourceVersions)
 
         await self._report_violations(view, ledgers, node_objs)
@@ -644,6 +688,97 @@ class AllocationController:
             min_member = raw if isinstance(raw, int) and raw > 0 else 1
             units.append((members, min_member, running.get(key, 0)))
         return sorted(units, key=lambda u: min(m.order for m in u[0]))
+
+    async def _report_invalid_assignment(self, pod: Obj, problems: Sequence[str]) -> None:
+        """Warning ``InvalidAssignmentEntry`` on the pod, once per distinct set of bad entries."""
+        # Anyone who may update the pod writes this annotation: name a few entries, count the rest.
+        shown = list(problems[:_FINDINGS_SHOWN])
+        if len(problems) > _FINDINGS_SHOWN:
+            shown.append(f"and {len(problems) - _FINDINGS_SHOWN} more")
+        message = (
+            f"{VGPU_IDS} has invalid entries: {'; '.join(shown)}; the device plugin skips "
+            "malformed devices; every valid device is held in the GPU ledger until the pod ends"
+        )
+        key = (str(_meta(pod).get("uid")), "InvalidAssignmentEntry", message)
+        if key in self._reported_findings:
+            return
+        self._reported_findings.add(key)
+        name = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
+        self.metrics.assignment_mismatches.labels("invalid-entry").inc(len(problems))
+        log.warning("pod %s: %s", name, message)
+        audit("invalid-assignment", pod=name, entries=shown, by=self.identity)
+        await self._event(pod, reason="InvalidAssignmentEntry", message=message, type_="Warning")
+
+    async def _report_repair(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
+        """A ledger entry held less than its bound pod's annotation: raised already; say so loudly."""
+        shown = list(findings[:_FINDINGS_SHOWN])
+        if len(findings) > _FINDINGS_SHOWN:
+            shown.append(f"and {len(findings) - _FINDINGS_SHOWN} more")
+        message = (
+            f"the GPU ledger of node {node} held less than this pod's {VGPU_IDS} says "
+            f"({'; '.join(shown)}); the ledger now holds the larger amount until the pod ends and no "
+            f"new pod is placed on that capacity; check who edited GPULedger {node} or this pod's annotations"
+        )
+        self.metrics.assignment_mismatches.labels("ledger-below-assignment").inc(len(findings))
+        log.error("pod %s: %s", entry.key, message)
+        audit(
+            "ledger-repair",
+            pod=entry.key,
+            uid=entry.pod_uid,
+            node=node,
+            findings=shown,
+            by=self.identity,
+        )
+        await self._event(pod, reason="LedgerMismatch", message=message, type_="Warning")
+
+    async def _report_adopted_over_capacity(
+        self,
+        adopted: Sequence[tuple[Allocation, str]],
+        ledgers: Mapping[str, NodeLedger],
+        view: ClusterView,
+    ) -> None:
+        """Warning ``AssignmentOverCapacity`` on each adopted pod whose GPUs end up over registered capacity.
+
+        The entry holds the pod's full claim (the plugin hands it out), so the card counts as full
+        and nothing new lands on it; the Node gets its own Event from the invariant report.
+        """
+        factor = self.config.nvidia.gpu_memory_factor
+        usage: dict[str, dict[str, GpuUsage]] = {}
+        for entry, node in adopted:
+            info = view.nodes.get(node)
+            if info is None or node not in ledgers:
+                continue
+            if node not in usage:
+                usage[node] = gpu_usage(ledgers[node].allocations.values())
+            totals = {g.uuid: g.memory * factor for g in info.gpus}
+            details = []
+            for uuid in dict.fromkeys(g.uuid for g in entry.grants()):
+                u = usage[node].get(uuid)
+                total = totals.get(uuid)
+                if u is None:
+                    continue
+                if total is None:
+                    details.append(f"{uuid}: not registered on the node")
+                elif u.memory > total:
+                    details.append(f"{uuid}: {u.memory} MiB reserved > {total} MiB registered")
+                elif u.cores > 100:
+                    details.append(f"{uuid}: {u.cores}% cores reserved > 100%")
+            if not details:
+                continue
+            pod_obj = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {"name": entry.name, "namespace": entry.namespace, "uid": entry.pod_uid},
+            }
+            message = (
+                f"this pod's {VGPU_IDS} on node {node} was not made by vgpu-guard and takes more than the "
+                f"GPU has ({'; '.join(details)}); vgpu-guard holds the full claim until the pod ends and "
+                "places no new pod on that GPU; check who set the annotation"
+            )
+            self.metrics.assignment_mismatches.labels("adopted-over-capacity").inc()
+            log.error("pod %s: %s", entry.key, message)
+            audit("adopted-over-capacity", pod=entry.key, uid=entry.pod_uid, node=node, by=self.identity)
+            await self._event(pod_obj, reason="AssignmentOverCapacity", message=message, type_="Warning")
 
     async def _once(self, pod: Obj, reason: str, message: str) -> None:
         key = (str(_meta(pod).get("uid")), reason)

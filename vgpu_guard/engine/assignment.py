@@ -5,14 +5,17 @@
 entries joined by ``;``; devices of one container joined by ``:`` with a trailing ``:``; a device is
 ``UUID,NVIDIA,usedMem,usedCores`` with memory in plugin units (MiB / gpuMemoryFactor). MIG devices
 carry the instance as ``UUID[<group>-<position>]``. Decoding accepts a trailing ``;`` and is used
-to adopt pods bound before our ledger knew them.
+to adopt pods bound before our ledger knew them, and to verify ledger entries against the bound
+pods' annotations (``hold_larger``). Like the plugin, decoding keeps every valid device of an
+annotation with a malformed one (``decode_assignment_entries``): a pod that holds devices is never
+taken to hold none.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vgpu_guard.engine.annotations import (
     ALLOCATION,
@@ -32,14 +35,19 @@ from vgpu_guard.engine.pod_request import PodRequest
 from vgpu_guard.engine.untrusted import plain_int
 
 __all__ = [
+    "Adoption",
     "AssignmentError",
+    "DecodedAssignment",
     "DecodedDevice",
     "adopted_allocation",
     "allocation_annotations",
     "decode_assignment",
+    "decode_assignment_entries",
     "encode_assignment",
+    "hold_larger",
 ]
 
+_MAX_CORES = 100
 _MIG_ID = re.compile(r"^(?P<uuid>[^\[\]]+)\[(?P<group>[^\[\]-]+)-(?P<position>[0-9]{1,9})\]$")
 
 
@@ -71,43 +79,78 @@ def encode_assignment(containers: Sequence[ContainerGrant], *, memory_factor: in
     return ";".join(parts)
 
 
-def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
-    """Parse an assignment; raises ``AssignmentError`` quoting the bad part."""
+@dataclass(frozen=True, slots=True)
+class DecodedAssignment:
+    """An assignment decoded entry by entry, as the device plugin reads it.
+
+    ``containers`` holds the valid devices of each container (a container whose every device is
+    malformed is an empty list, so positions still match the pod's vGPU containers); ``invalid``
+    names each skipped device, with its container's position (1-based), for the operator.
+    """
+
+    containers: list[list[DecodedDevice]]
+    invalid: list[str]
+
+
+def _decode_device(record: str) -> DecodedDevice | str:
+    """One ``UUID,TYPE,memory,cores`` record, or the reason it is not one (cores not yet capped)."""
+    fields = [f.strip() for f in record.split(",")]
+    memory, cores = (plain_int(fields[2]), plain_int(fields[3])) if len(fields) == 4 else (None, None)
+    if memory is None or cores is None:
+        return f"device {record[:80]!r} is not UUID,TYPE,memory,cores with integer memory and cores"
+    uuid, group, position = fields[0], None, None
+    if not uuid:
+        return f"device {record[:80]!r} has an empty UUID"
+    if "[" in uuid or "]" in uuid:
+        match = _MIG_ID.match(uuid)
+        if match is None:
+            return f"MIG device id {uuid[:80]!r} is not UUID[<group>-<position>]"
+        uuid, group, position = match["uuid"], match["group"], int(match["position"])
+    return DecodedDevice(
+        uuid=uuid, type=fields[1], memory=memory, cores=cores, mig_group=group, mig_position=position
+    )
+
+
+def decode_assignment_entries(raw: str) -> DecodedAssignment:
+    """Parse an assignment keeping every valid device and naming every invalid one.
+
+    The device plugin decodes entry by entry and hands out the valid devices; a pod whose
+    annotation has one malformed device still holds the others, so the ledger must hold them too.
+    """
     containers: list[list[DecodedDevice]] = []
+    invalid: list[str] = []
     text = raw.strip()
     if text.endswith(";"):
         text = text[:-1]
     if not text:
-        return containers
-    for part in text.split(";"):
+        return DecodedAssignment(containers, invalid)
+    for position, part in enumerate(text.split(";"), start=1):
         devices: list[DecodedDevice] = []
         for record in part.split(":"):
             if not record.strip():
                 continue
-            fields = [f.strip() for f in record.split(",")]
-            memory, cores = (plain_int(fields[2]), plain_int(fields[3])) if len(fields) == 4 else (None, None)
-            if memory is None or cores is None:
-                raise AssignmentError(
-                    f"device {record[:80]!r} is not UUID,TYPE,memory,cores with integer memory and cores"
+            decoded = _decode_device(record)
+            if isinstance(decoded, str):
+                invalid.append(f"container {position}: {decoded}")
+                continue
+            if decoded.cores > _MAX_CORES:
+                # More than a whole card: hold the whole card (the ledger cannot record more).
+                invalid.append(
+                    f"container {position}: device {decoded.uuid!r} has {decoded.cores}% cores, "
+                    f"held as {_MAX_CORES}%"
                 )
-            uuid, group, position = fields[0], None, None
-            if "[" in uuid or "]" in uuid:
-                match = _MIG_ID.match(uuid)
-                if match is None:
-                    raise AssignmentError(f"MIG device id {uuid!r} is not UUID[<group>-<position>]")
-                uuid, group, position = match["uuid"], match["group"], int(match["position"])
-            devices.append(
-                DecodedDevice(
-                    uuid=uuid,
-                    type=fields[1],
-                    memory=memory,
-                    cores=cores,
-                    mig_group=group,
-                    mig_position=position,
-                )
-            )
+                decoded = replace(decoded, cores=_MAX_CORES)
+            devices.append(decoded)
         containers.append(devices)
-    return containers
+    return DecodedAssignment(containers, invalid)
+
+
+def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
+    """Parse an assignment strictly; raises ``AssignmentError`` quoting the first bad part."""
+    decoded = decode_assignment_entries(raw)
+    if decoded.invalid:
+        raise AssignmentError(decoded.invalid[0])
+    return decoded.containers
 
 
 def allocation_annotations(
@@ -130,20 +173,31 @@ def allocation_annotations(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """The ledger entry for a bound pod's assignment, and the entries the plugin skips."""
+
+    allocation: Allocation
+    invalid: list[str]
+
+
 def adopted_allocation(
     pod: PodRequest, raw: str, *, queue: str, node: NodeInfo | None, nvidia: NvidiaConfig
-) -> Allocation:
+) -> Adoption:
     """The ledger entry of a pod bound with assignment ``raw`` before our ledger knew it.
 
     Containers are matched in order to the pod's vGPU containers (the plugin's own rule). MIG
     instances get their profile and slices from the card's geometry group when the card and the
-    group are known; otherwise the entry keeps group and position only. Raises
-    ``AssignmentError`` when the annotation does not parse or names more containers than the pod has.
+    group are known; otherwise the entry keeps group and position only. Valid devices are always
+    adopted; malformed devices, and containers beyond the pod's vGPU containers (the plugin never
+    hands those out), are returned in ``invalid`` for the caller to report.
     """
-    decoded = decode_assignment(raw)
+    entries = decode_assignment_entries(raw)
+    decoded, invalid = entries.containers, list(entries.invalid)
     if len(decoded) > len(pod.containers):
-        raise AssignmentError(
-            f"assignment lists {len(decoded)} containers, the pod has {len(pod.containers)} vGPU containers"
+        invalid.append(
+            f"the assignment lists {len(decoded)} containers, the pod has {len(pod.containers)} vGPU "
+            f"containers; the device plugin never hands out the entries after container {len(pod.containers)}"
         )
     factor = nvidia.gpu_memory_factor
     containers = []
@@ -167,8 +221,9 @@ def adopted_allocation(
                         mig = MigSlot(d.mig_group, slot.profile, d.mig_position, slot.start, slot.size)
                         memory = slot.memory
             grants.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
-        containers.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(grants)))
-    return Allocation(
+        if grants:  # a container whose every device is malformed holds nothing the plugin hands out
+            containers.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(grants)))
+    allocation = Allocation(
         pod_uid=pod.uid,
         namespace=pod.namespace,
         name=pod.name,
@@ -178,3 +233,64 @@ def adopted_allocation(
         adopted=True,
         committed=True,
     )
+    return Adoption(allocation, invalid)
+
+
+def hold_larger(
+    entry: Allocation, decoded: Sequence[Sequence[DecodedDevice]], *, memory_factor: int = 1
+) -> tuple[Allocation, list[str]]:
+    """The entry raised to hold at least what the pod's assignment says, and what was raised.
+
+    The safe side of a disagreement between the ledger and the bound pod's annotation: per device,
+    the larger memory and the larger cores of the two; a device the annotation names and the entry
+    lacks is added to the container at the same position (the last one when the annotation lists
+    more). Nothing is ever lowered. Returns the entry unchanged and no findings when it already
+    holds everything the annotation claims.
+    """
+    containers = [list(c.devices) for c in entry.containers]
+    if not containers and any(decoded):
+        containers = [[]]
+    findings: list[str] = []
+    for position, devices in enumerate(decoded):
+        target = containers[min(position, len(containers) - 1)] if containers else []
+        for d in devices:
+            memory = d.memory * memory_factor
+            at = next((i for i, g in enumerate(target) if g.uuid == d.uuid), None)
+            if at is None:
+                mig = (
+                    MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+                    if d.mig_group is not None and d.mig_position is not None
+                    else None
+                )
+                target.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
+                findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
+                continue
+            grant = target[at]
+            if (
+                grant.mig is not None
+                and (grant.mig.group, grant.mig.position) == (d.mig_group, d.mig_position)
+                and grant.mig.profile
+            ):
+                # The same MIG instance: the slices are what is held, and the annotation may carry
+                # the configured template memory, larger than the real slice (mig-profiles.md).
+                memory = grant.memory
+            if memory > grant.memory or d.cores > grant.cores:
+                findings.append(
+                    f"{d.uuid}: ledger {grant.memory} MiB/{grant.cores}% < assignment {memory} MiB/{d.cores}%"
+                )
+                target[at] = DeviceGrant(
+                    uuid=grant.uuid,
+                    memory=max(memory, grant.memory),
+                    cores=max(d.cores, grant.cores),
+                    mig=grant.mig,
+                )
+    if not findings:
+        return entry, []
+    if entry.containers:
+        grants = tuple(
+            ContainerGrant(index=c.index, name=c.name, devices=tuple(devices))
+            for c, devices in zip(entry.containers, containers, strict=True)
+        )
+    else:
+        grants = (ContainerGrant(index=0, name="", devices=tuple(containers[0])),)
+    return replace(entry, containers=grants), findings
