@@ -31,6 +31,9 @@ pods = st.fixed_dictionaries(
         "mode": st.sampled_from([None, "hami-core", "mig"]),
         "selector": st.sampled_from([None, None, {"pool": "x"}]),
         "tolerate": st.booleans(),
+        # PodGroup members, with Volcano's spread policy or without: both searches skip the same GPUs.
+        "group": st.sampled_from([None, None, "g1", "g2"]),
+        "spread": st.booleans(),
     }
 )
 ops = st.lists(
@@ -40,6 +43,11 @@ ops = st.lists(
 
 
 def build(spec: dict[str, Any], i: int) -> dict[str, Any]:
+    notes = {}
+    if spec["group"] is not None:
+        notes["scheduling.k8s.io/group-name"] = spec["group"]
+        if spec["spread"]:
+            notes["volcano.sh/vgpu-podgroup-policy"] = "spread"
     return vgpu_pod(
         f"p{i}",
         memory=spec["memory"],
@@ -49,6 +57,7 @@ def build(spec: dict[str, Any], i: int) -> dict[str, Any]:
         mode=spec["mode"],
         node_selector=spec["selector"],
         tolerations=[{"key": "big", "operator": "Exists"}] if spec["tolerate"] else (),
+        annotations=notes,
     )
 
 
@@ -74,6 +83,12 @@ def test_indexed_equals_scan_and_never_overcommits(
         a, b = indexed.place(pod), scan.place(pod)
         assert a == b
         if isinstance(a, Placement):
+            if pod.podgroup_spread:
+                others = indexed.ledger(a.node).allocations.values()
+                held = {
+                    g.uuid for o in others if o.group == pod.group for g in o.grants() if g.memory or g.cores
+                }
+                assert held.isdisjoint(g.uuid for g in a.allocation.grants())
             indexed.commit(a)
             scan.commit(a)
             live.append(pod.uid)

@@ -7,7 +7,9 @@ node (Volcano #4712: they share the same physical cards, so that many cards must
 Rules, in Volcano's order (../../docs/design/ledger.md and device-plugin-formats.md):
 - node: has vGPU devices, Ready, not cordoned, nodeSelector and required node affinity, taints
   tolerated, mode equal to the pod's ``volcano.sh/vgpu-mode``, enough cards;
-- card: uuid use/nouse (deny wins), healthy, a free split slot, free memory, cores <= 100, a
+- card: uuid use/nouse (deny wins), healthy, a free split slot, for a pod with
+  ``volcano.sh/vgpu-podgroup-policy: spread`` no other member of its PodGroup on the card (Volcano's
+  ``deviceHasPodFromSameGroup``), free memory, cores <= 100, a
   100-core request needs an empty card, a 0-core request is refused on a card at 100 cores, type
   NVIDIA and use/nouse-gputype, then for MIG cards a free instance of the card's geometry group
   (first group in config order on an empty card, smallest fitting instance) laid out on NVIDIA's
@@ -358,8 +360,18 @@ class Allocator:
         return None
 
     def _fit(
-        self, pod: PodRequest, request: ContainerRequest, card: _Card, delta: _Delta | None
+        self,
+        pod: PodRequest,
+        request: ContainerRequest,
+        card: _Card,
+        delta: _Delta | None,
+        members: frozenset[str] = frozenset(),
     ) -> DeviceGrant | CardFailure:
+        """One container on one card: the grant, or the first check that fails, in Volcano's order.
+
+        ``members`` are the node's cards that other members of the pod's PodGroup hold (empty
+        unless the pod asks for Volcano's PodGroup spread).
+        """
         gpu = card.device
         if gpu.uuid in pod.nouse_uuids:
             return CardFailure("uuid-nouse")
@@ -371,6 +383,8 @@ class Allocator:
         grants = card.grants + d_grants
         if grants >= gpu.split_count:
             return CardFailure("split")
+        if gpu.uuid in members:
+            return CardFailure("podgroup", detail=f"{pod.namespace}/{pod.group}", card=gpu.uuid)
         free = card.free - d_mem
         need = request.memory_on(gpu.memory, self._factor)
         if free < need:
@@ -406,6 +420,24 @@ class Allocator:
 
     # --- per node ------------------------------------------------------------------------------
 
+    def _member_cards(self, pod: PodRequest, node: str) -> frozenset[str]:
+        """The node's GPUs on which another member of the pod's PodGroup holds memory or cores.
+
+        Volcano keys a card's pods by ``namespace/group`` whatever their own annotations say, and
+        only the placed pod's ``spread`` matters; a member holding neither memory nor cores there
+        does not count. Read from the ledger each time, so it is exact after any commit or release.
+        """
+        ledger = self._ledgers.get(node)
+        if not pod.podgroup_spread or ledger is None:
+            return frozenset()
+        return frozenset(
+            grant.uuid
+            for entry in ledger.allocations.values()
+            if entry.group == pod.group and entry.namespace == pod.namespace and entry.pod_uid != pod.uid
+            for grant in entry.grants()
+            if grant.memory > 0 or grant.cores > 0
+        )
+
     def _node_failure(self, pod: PodRequest, node: _Node) -> NodeFailure | None:
         info = node.info
         if not info.gpus:
@@ -435,6 +467,7 @@ class Allocator:
         if failure is not None:
             return failure, []
         deltas: dict[int, _Delta] = {}
+        members = self._member_cards(pod, node.info.name)
         empty = sum(1 for c in node.cards if c.grants == 0 and c.device.healthy)
         chosen_all: list[ContainerGrant] = []
         rank: _Key | None = None
@@ -443,7 +476,7 @@ class Allocator:
             failures: list[CardFailure] = []
             for i, card in enumerate(node.cards):
                 delta = deltas.get(i)
-                got = self._fit(pod, request, card, delta)
+                got = self._fit(pod, request, card, delta, members)
                 if isinstance(got, CardFailure):
                     failures.append(got)
                 else:
@@ -548,8 +581,11 @@ class Allocator:
                 if name in seen:
                     continue
                 seen.add(name)
-                if best is not None:
-                    ties += 1  # equally packed cards: a bounded look for a less loaded node
+                if best is not None and key[0] == best[0][0]:
+                    # Equally packed cards: a bounded look for a less loaded node. A tighter card
+                    # than the best rank is always looked at: its node failed a card check there
+                    # (a PodGroup member, a type, cores) but may rank better through another card.
+                    ties += 1
                 result = self._evaluate(pod, self._nodes[name])
                 if isinstance(result[0], tuple):
                     rank, grants = result

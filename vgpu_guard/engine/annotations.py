@@ -8,6 +8,8 @@ __all__ = [
     "BIND_TIME",
     "DEVICES_TO_ALLOCATE",
     "MIG_PROFILE",
+    "PODGROUP_POLICY",
+    "PODGROUP_POLICY_SPREAD",
     "VGPU_IDS",
     "VGPU_MODE",
     "VGPU_NODE",
@@ -19,6 +21,10 @@ USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
 USE_GPUUUID = "volcano.sh/vgpu-use-gpuuuid"
 NOUSE_GPUUUID = "volcano.sh/vgpu-nouse-gpuuuid"
+# Volcano (pkg/scheduler/api/devices/nvidia/vgpu/type.go): "spread" keeps this pod off every GPU
+# that another member of its PodGroup already holds. Any other value, or none, means no such rule.
+PODGROUP_POLICY = "volcano.sh/vgpu-podgroup-policy"
+PODGROUP_POLICY_SPREAD = "spread"
 
 # Written at allocation (by Volcano's deviceshare, or by our binder on the Binding object).
 VGPU_NODE = "volcano.sh/vgpu-node"

@@ -6,7 +6,9 @@ count. Node-level reasons count nodes ("2 nodes are unschedulable"); for nodes t
 reasons count GPUs ("7 GPUs have no free memory"), because with shared GPUs "Insufficient
 volcano.sh/vgpu-memory" says nothing about which card came close. Of the GPUs short of memory,
 the one that came closest is quoted with its numbers, so the user sees by how much they missed:
-``1 GPU has 8192 MiB free < 12288 MiB requested``. Golden tests pin these strings.
+``1 GPU has 8192 MiB free < 12288 MiB requested``. The GPUs that Volcano's PodGroup spread policy
+refuses are named, so the user sees which cards the other members hold. Golden tests pin these
+strings.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _CARD_ORDER = (
     "uuid-nouse",
     "unhealthy",
     "split",
+    "podgroup",
     "memory",
     "cores",
     "exclusive",
@@ -56,6 +59,8 @@ class CardFailure:
     free: int = 0
     need: int = 0
     detail: str = ""
+    # The GPU's UUID, for the reasons that list the cards by name (``podgroup``).
+    card: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +133,31 @@ def _card_text(code: str, detail: str, n: int) -> str:
     return _count(n, singular, plural, "GPU")
 
 
+# How many refused GPUs a reason names before it only counts the rest.
+_NAMED_CARDS = 5
+
+
+def _podgroup_texts(failures: list[CardFailure]) -> list[str]:
+    """One reason per PodGroup (a pod has one; the detail is ``namespace/name``), naming its GPUs."""
+    cards: dict[str, list[str]] = {}
+    for f in failures:
+        listed = cards.setdefault(f.detail, [])
+        if f.card not in listed:
+            listed.append(f.card)
+    out = []
+    for group, uuids in sorted(cards.items()):
+        head = _count(
+            len(uuids),
+            f"holds another member of PodGroup {group}",
+            f"hold other members of PodGroup {group}",
+            "GPU",
+        )
+        named = ", ".join(uuids[:_NAMED_CARDS])
+        more = f" and {len(uuids) - _NAMED_CARDS} more" if len(uuids) > _NAMED_CARDS else ""
+        out.append(f"{head} (volcano.sh/vgpu-podgroup-policy=spread): {named}{more}")
+    return out
+
+
 def _memory_texts(failures: list[CardFailure]) -> list[str]:
     # The closest miss (most free memory; the first such GPU on ties) is quoted with its numbers.
     closest = max(range(len(failures)), key=lambda i: (failures[i].free, -i))
@@ -159,8 +189,11 @@ def unavailable_message(total_nodes: int, nodes: Iterable[NodeFailure], cards: I
         for (c, detail), n in sorted(node_counts.items()):
             if c == code:
                 parts.append(_node_text(c, detail, n))
-    card_counts = Counter((f.code, f.detail) for f in card_list if f.code != "memory")
+    card_counts = Counter((f.code, f.detail) for f in card_list if f.code not in ("memory", "podgroup"))
     for code in _CARD_ORDER:
+        if code == "podgroup":
+            parts.extend(_podgroup_texts([f for f in card_list if f.code == "podgroup"]))
+            continue
         if code == "memory":
             memory = [f for f in card_list if f.code == "memory"]
             if memory:

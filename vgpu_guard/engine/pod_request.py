@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from vgpu_guard.engine.annotations import (
     NOUSE_GPUTYPE,
     NOUSE_GPUUUID,
+    PODGROUP_POLICY,
+    PODGROUP_POLICY_SPREAD,
     USE_GPUTYPE,
     USE_GPUUUID,
     VGPU_MODE,
@@ -123,6 +125,9 @@ class PodRequest:
     # From the pod annotation; the PodGroup's spec.queue wins (resolved by the allocator).
     queue: str = ""
     group: str = ""
+    # ``volcano.sh/vgpu-podgroup-policy: spread``: no GPU another member of ``group`` holds. Volcano
+    # compares the value exactly ("Spread" is not "spread") and ignores it for a pod without a group.
+    podgroup_spread: bool = False
     # kube-scheduler's view of the pod (requests, ports, pod affinity, spread, claims), when the
     # caller checks those constraints (the controller does; GPU-only callers leave it None).
     facts: PodFacts | None = None
@@ -256,6 +261,7 @@ def pod_request(
         nouse_uuids=frozenset(_csv(annotations.get(NOUSE_GPUUUID))),
         queue=annotations.get(QUEUE_ANNOTATION, ""),
         group=group,
+        podgroup_spread=bool(group) and annotations.get(PODGROUP_POLICY) == PODGROUP_POLICY_SPREAD,
     )
 
 
