@@ -1,7 +1,9 @@
 """The admission HTTP application: decode -> engine -> encode, with metrics and an audit line.
 
 One path per resource and action (``/mutate/pods``, ``/validate/pods``, ``/validate/workloads``,
-``/validate/queues``), as Volcano splits ``pkg/webhooks/admission/<resource>/{mutate,validate}``.
+``/validate/queues``), as Volcano splits ``pkg/webhooks/admission/<resource>/{mutate,validate}``;
+``/validate/pod-allocations`` takes pod UPDATE, ``pods/status`` and ``pods/binding`` (who may write
+a GPU assignment), served by its own webhook entry with failurePolicy Ignore.
 HTTP-level faults (not JSON, not an AdmissionReview, too large, too slow, wrong Content-Type) are
 4xx with the reason; object-level denials are ``allowed: false`` inside a 200. Only a bug in our
 code answers 500, and the server keeps serving after it.
@@ -17,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, AdmissionDecision, Phase
+from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, AdmissionDecision, AdmissionRequest, Phase
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
@@ -48,6 +51,8 @@ class Route:
     path: str
     phase: Phase
     resources: frozenset[tuple[str, str]]
+    # A route that needs no cluster state names its engine entry point; others go through decide.
+    decide: Callable[[AdmissionRequest, GuardConfig], AdmissionDecision] | None = None
 
 
 ROUTES: tuple[Route, ...] = (
@@ -55,6 +60,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/validate/pods", "validate", frozenset({("", "pods")})),
     Route("/validate/workloads", "validate", WORKLOAD_RESOURCES),
     Route("/validate/queues", "validate", frozenset({("scheduling.volcano.sh", "queues")})),
+    Route("/validate/pod-allocations", "validate", frozenset({("", "pods")}), admit_allocation_write),
 )
 
 CONFIG = web.AppKey("config", GuardConfig)
@@ -179,7 +185,10 @@ def _handler(route: Route) -> Any:
         except ReviewError as e:
             return _bad_request(app, 400, str(e))
         owned = (review.resource.group, review.resource.resource) in route.resources
-        too_large = _too_many_containers(review.object, settings.max_containers) if owned else None
+        # The cap protects rules that walk containers; the allocation route reads annotations only,
+        # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
+        walks = owned and route.decide is None
+        too_large = _too_many_containers(review.object, settings.max_containers) if walks else None
         if too_large is not None:
             decision = too_large
         elif not owned:
@@ -196,6 +205,8 @@ def _handler(route: Route) -> Any:
                 },
             )
             decision = AdmissionDecision(allowed=True)
+        elif route.decide is not None:
+            decision = route.decide(to_engine(review), config)
         else:
             decision = await decide_and_record(
                 to_engine(review),

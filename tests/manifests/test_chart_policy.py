@@ -50,6 +50,13 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
         "/validate/queues",
         [("scheduling.volcano.sh", "v1beta1", ["queues"], ["CREATE", "UPDATE", "DELETE"], "Cluster")],
     ),
+    ("ValidatingWebhookConfiguration", "pod-allocations.vgpu-guard.io"): (
+        "/validate/pod-allocations",
+        [
+            ("", "v1", ["pods", "pods/status"], ["UPDATE"], "Namespaced"),
+            ("", "v1", ["pods/binding"], ["CREATE"], "Namespaced"),
+        ],
+    ),
 }
 
 
@@ -112,12 +119,14 @@ def test_webhook_safety_settings(scenario: tuple[str, dict[str, Any]]) -> None:
                 if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"
             )
             assert {"kube-system", "kube-node-lease", NS} <= set(excluded)
-            opt_out = [
+            # No label opts a namespace out (issue 22): the label can only opt one in (namespaceOptIn).
+            labels = [
                 e for e in w["namespaceSelector"]["matchExpressions"] if e["key"] == "vgpu-guard.io/admission"
             ]
-            assert opt_out == [
-                {"key": "vgpu-guard.io/admission", "operator": "NotIn", "values": ["disabled"]}
-            ]
+            assert labels in (
+                [],
+                [{"key": "vgpu-guard.io/admission", "operator": "In", "values": ["enabled"]}],
+            )
 
 
 def test_pod_webhooks_only_see_gpu_pods_by_default() -> None:

@@ -17,6 +17,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
 from vgpu_guard.engine.patch import diff
+from vgpu_guard.engine.rules.fleet import fleet_config
 from vgpu_guard.engine.rules.pods_mutate import normalise_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 from vgpu_guard.engine.rules.queues_validate import admit_queue, admit_queue_delete
@@ -166,15 +167,19 @@ def _validate_pod(request: AdmissionRequest, view: ClusterView, config: GuardCon
     pod = request.object or {}
     if _has_vgpu(pod, config) and not view.synced:
         return _not_synced("nodes")
-    return settle(validate_pod_spec(pod, view, config, username=request.username), config, obj=pod)
+    violations = validate_pod_spec(pod, view, config, username=request.username, groups=request.groups)
+    # On a fleet that can grow, capacity rules default to warn (engine/rules/fleet.py).
+    return settle(violations, fleet_config(config, view), obj=pod)
 
 
 def _validate_workload(
     request: AdmissionRequest, view: ClusterView, config: GuardConfig
 ) -> AdmissionDecision:
     obj = request.object or {}
-    violations = validate_workload(obj, view, config, username=request.username, cluster_checks=view.synced)
-    return settle(violations, config, obj=obj)
+    violations = validate_workload(
+        obj, view, config, username=request.username, groups=request.groups, cluster_checks=view.synced
+    )
+    return settle(violations, fleet_config(config, view), obj=obj)
 
 
 Handler = Callable[[AdmissionRequest, ClusterView, GuardConfig], AdmissionDecision]

@@ -122,6 +122,26 @@ class AdmissionSettings(_Model):
     # Users allowed to set allocation annotations on CREATE (our controller writes them on the
     # Binding, which is not a pod CREATE; this is for migrations and break-glass tooling).
     trusted_users: tuple[str, ...] = ()
+    # Identities that may set, change or remove allocation annotations on any operation (pod
+    # UPDATE, pods/binding, pods/status) and create vGPU pods with spec.nodeName already set: the
+    # allocators and the device plugin. The chart adds our controller's ServiceAccount. Defaults:
+    # the plugin's DaemonSet account (volcano-vgpu-device-plugin.yml) and Volcano's scheduler
+    # (its deviceshare plugin patches the annotations when pods are not routed to us).
+    allocation_writers: tuple[str, ...] = (
+        "system:serviceaccount:kube-system:volcano-device-plugin",
+        "system:serviceaccount:volcano-system:volcano-scheduler",
+    )
+    # Groups whose members are allocation writers. system:masters bypasses authorization and can
+    # delete our webhooks outright, so refusing it protects nothing and would block break-glass repair.
+    allocation_writer_groups: tuple[str, ...] = ("system:masters",)
+    # Namespaces an administrator exempts from every pod and workload rule except the allocation
+    # checks (Gatekeeper's exempt namespaces). The chart also keeps them from the mutating and
+    # workload webhooks. A namespace label is not an exemption: whoever can label it could forge.
+    exempt_namespaces: tuple[str, ...] = ()
+    # Whether node groups can grow (cluster-autoscaler, Karpenter): capacity-dependent pod rules
+    # then default to warn, since a larger node may join. auto: scaling when a node carries a
+    # Karpenter label, else fixed (see engine/rules/fleet.py for why these signals).
+    fleet_scaling: Literal["auto", "scaling", "fixed"] = "auto"
     rules: dict[str, Action] = Field(default_factory=dict)
 
     @field_validator("rules")
@@ -153,6 +173,19 @@ class QueueSettings(_Model):
     node_selector: dict[str, str] = Field(default_factory=dict)
     # Per-resource amounts held back from capacity (system daemons, headroom): quantities.
     reserve: dict[str, str | int] = Field(default_factory=dict)
+    # The Volcano release whose queue webhook rules to mirror ("latest" or e.g. "1.14"): from
+    # 1.14 every resource in spec.guarantee.resource needs a spec.deserved entry at least as large.
+    # Default: the release of the Volcano CRDs we bundle (v1.13.3), so an upgrade of vgpu-guard
+    # never denies a queue the fleet's Volcano accepts; fleets on 1.14+ set "latest".
+    volcano_version: str = Field(default="1.13", pattern=r"^(latest|v?\d+\.\d+(\.\d+)?)$")
+
+    @property
+    def volcano_release(self) -> tuple[int, int] | None:
+        """(major, minor) of ``volcano_version``; None for latest."""
+        if self.volcano_version == "latest":
+            return None
+        major, minor = self.volcano_version.lstrip("v").split(".")[:2]
+        return int(major), int(minor)
 
     @field_validator("warn_fraction", mode="before")
     @classmethod

@@ -75,8 +75,13 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "allocation-annotations",
-            "allocation annotations are written by the scheduler, never by users",
-            "remove the annotation; the scheduler sets it at binding",
+            "allocation annotations are written by the allocator and device plugin only, on any path",
+            "leave them out of pods, updates, status writes and Bindings; the allocator sets them",
+        ),
+        Rule(
+            "vgpu-prebound",
+            "a vGPU pod created with spec.nodeName set skips the allocator, so its GPUs go unrecorded",
+            "remove spec.nodeName; choose nodes with nodeSelector or affinity",
         ),
         Rule(
             "queue-guarantee-capacity",
@@ -92,6 +97,11 @@ RULES: dict[str, Rule] = {
             "queue-deserved-range",
             "deserved must lie between guarantee and capability",
             "set deserved between the two",
+        ),
+        Rule(
+            "queue-deserved-missing",
+            "from Volcano 1.14 every guaranteed resource needs a deserved entry (queues.volcanoVersion)",
+            "set spec.deserved for each resource in spec.guarantee.resource, at least as large",
         ),
         Rule(
             "queue-hierarchy",

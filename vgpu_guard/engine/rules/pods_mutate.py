@@ -170,13 +170,19 @@ def _round_mig(
     return ",".join(sorted(f"{c.card_type.removeprefix('NVIDIA-')}={c.profile}" for c in choices))
 
 
+def _exempt(pod: Mapping[str, Any], config: GuardConfig) -> bool:
+    """Pods of an admin-exempted namespace are not mutated (the chart keeps them from us too)."""
+    metadata = pod.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("namespace") in config.admission.exempt_namespaces
+
+
 def normalise_pod(
     pod: Mapping[str, Any], view: ClusterView, config: GuardConfig
 ) -> tuple[dict[str, Any], list[str]]:
     """The mutated copy of ``pod`` and the warnings; ``pod`` itself is not touched."""
     work: dict[str, Any] = working_copy(pod)
     spec = work.get("spec")
-    if not isinstance(spec, MutableMapping):
+    if not isinstance(spec, MutableMapping) or _exempt(work, config):
         return work, []
     nvidia = config.nvidia
     names = resource_names(nvidia)

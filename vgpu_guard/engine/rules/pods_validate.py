@@ -16,9 +16,12 @@ from typing import Any
 
 from vgpu_guard.engine.annotations import ALLOCATION_ANNOTATIONS, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView
-from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.devices import MODES
 from vgpu_guard.engine.mig import geometries_for
+from vgpu_guard.engine.rules.display import show
+from vgpu_guard.engine.rules.fleet import fleet_config, fleet_scales
+from vgpu_guard.engine.rules.pods_allocation import prebound_violations
 from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuValue, resource_names, vgpu_containers
 from vgpu_guard.engine.violations import Violation
 
@@ -26,14 +29,13 @@ __all__ = ["show", "validate_pod_spec"]
 
 _MIB = 2**20
 
+# The remedy of a capacity rule on a fleet that can grow, where it warns instead of denying.
+_GROWS = "; admitted as the fleet can grow (admission.fleetScaling): Pending until {what} joins"
 
-def show(raw: object) -> str:
-    """A value as the user wrote it, quoted only when it would otherwise be invisible or ambiguous."""
-    if isinstance(raw, str):
-        return raw if raw.strip() and raw == raw.strip() and len(raw) <= 40 else repr(raw[:40])
-    if isinstance(raw, bool):
-        return str(raw).lower()
-    return str(raw)
+
+def growing(rule: str, view: ClusterView, config: GuardConfig) -> bool:
+    """True when ``rule`` warns because the fleet can grow (its text then says why it admitted)."""
+    return fleet_scales(view, config) and fleet_config(config, view).action_for(rule) is not Action.ENFORCE
 
 
 def _value_violations(cv: ContainerVgpu, config: GuardConfig) -> list[Violation]:
@@ -101,7 +103,13 @@ def _mismatch(container: Mapping[str, Any], cv: ContainerVgpu, config: GuardConf
 
 
 def _range_violations(
-    cv: ContainerVgpu, view: ClusterView, *, mode: str | None, cluster_checks: bool, reported: set[str]
+    cv: ContainerVgpu,
+    view: ClusterView,
+    config: GuardConfig,
+    *,
+    mode: str | None,
+    cluster_checks: bool,
+    reported: set[str],
 ) -> list[Violation]:
     out: list[Violation] = []
 
@@ -123,14 +131,15 @@ def _range_violations(
             )
         elif cluster_checks and n > view.max_gpus_per_node:
             most = view.max_gpus_per_node
-            out.append(
-                Violation(
-                    "vgpu-number-range",
-                    value.path,
+            if growing("vgpu-number-range", view, config):
+                why = f"{show(value.raw)} > {most}, the most cards on any current node"
+                text = why + _GROWS.format(what=f"a node with {n} GPUs")
+            else:
+                text = (
                     f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-                    f"ask for at most {most}",
+                    f"ask for at most {most}"
                 )
-            )
+            out.append(Violation("vgpu-number-range", value.path, text))
     if (got := integer("cores")) is not None:
         value, n = got
         if not 0 <= n <= 100:
@@ -154,7 +163,14 @@ def _range_violations(
     if (got := integer("memory")) is not None and cluster_checks and mode != "mig":
         value, n = got
         largest = view.largest_card_memory
-        if n > largest:
+        if n > largest and growing("vgpu-memory-too-large", view, config):
+            why = f"{show(value.raw)} > {largest}, the largest current card"
+            out.append(
+                Violation(
+                    "vgpu-memory-too-large", value.path, why + _GROWS.format(what="a node with such a card")
+                )
+            )
+        elif n > largest:
             out.append(
                 Violation(
                     "vgpu-memory-too-large",
@@ -190,6 +206,11 @@ def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -
     if largest is None:
         return []  # no MIG card at all: vgpu-mode-unavailable says so
     mib, name, model = largest
+    if growing("mig-no-profile", view, config):
+        why = f"{show(value.raw)} fits no current MIG profile (largest: {name}, {mib} MiB on {model})"
+        return [
+            Violation("mig-no-profile", value.path, why + _GROWS.format(what="a node with a larger MIG card"))
+        ]
     return [
         Violation(
             "mig-no-profile",
@@ -206,10 +227,15 @@ def validate_pod_spec(
     config: GuardConfig,
     *,
     username: str,
+    groups: tuple[str, ...] = (),
     prefix: str = "",
     cluster_checks: bool = True,
 ) -> list[Violation]:
-    """All violations of a pod (or a pod template, with ``prefix`` such as ``spec.template.``)."""
+    """All violations of a pod (or a pod template, with ``prefix`` such as ``spec.template.``).
+
+    In a namespace of ``admission.exemptNamespaces`` only the allocation checks run (forged
+    annotations, a vGPU pod bound at creation): an exemption skips policy, never forgery checks.
+    """
     spec = pod.get("spec")
     metadata = pod.get("metadata")
     spec = spec if isinstance(spec, Mapping) else {}
@@ -218,6 +244,8 @@ def validate_pod_spec(
     annotations = annotations if isinstance(annotations, Mapping) else {}
     out: list[Violation] = []
 
+    # At CREATE no allocator writes these (ours binds with a Binding, Volcano's and the plugin patch
+    # the pod later), so only trustedUsers (migrations) may; later writes are pods_allocation's.
     trusted = username in config.admission.trusted_users
     if not trusted:
         for key in ALLOCATION_ANNOTATIONS:
@@ -234,6 +262,10 @@ def validate_pod_spec(
     containers = list(vgpu_containers(spec, config.nvidia, prefix=f"{prefix}spec"))
     if not containers:
         return out
+    if not trusted:
+        out.extend(prebound_violations(spec, username=username, groups=groups, config=config, prefix=prefix))
+    if metadata.get("namespace") in config.admission.exempt_namespaces:
+        return out
     mode_raw = annotations.get(VGPU_MODE)
     mode = mode_raw if isinstance(mode_raw, str) else None
     mode_path = f"{prefix}metadata.annotations[{VGPU_MODE}]"
@@ -246,14 +278,15 @@ def validate_pod_spec(
         mode = None
     elif mode is not None and cluster_checks and mode not in view.offered_modes:
         offered = ", ".join(sorted(view.offered_modes)) or "none"
-        out.append(
-            Violation(
-                "vgpu-mode-unavailable",
-                mode_path,
+        if growing("vgpu-mode-unavailable", view, config):
+            why = f"{mode} is offered by no current node (offered: {offered})"
+            text = why + _GROWS.format(what=f"a node offering {mode}")
+        else:
+            text = (
                 f"{mode} is offered by no node (modes offered: {offered}); "
-                f"use an offered mode or remove the annotation",
+                f"use an offered mode or remove the annotation"
             )
-        )
+        out.append(Violation("vgpu-mode-unavailable", mode_path, text))
 
     if len(containers) > 1 and config.admission.multi_container == "deny":
         first = containers[0].path
@@ -284,7 +317,9 @@ def validate_pod_spec(
         out.extend(value_problems)
         out.extend(_mismatch(container, cv, config))
         reported = {v.path for v in value_problems}
-        out.extend(_range_violations(cv, view, mode=mode, cluster_checks=cluster_checks, reported=reported))
+        out.extend(
+            _range_violations(cv, view, config, mode=mode, cluster_checks=cluster_checks, reported=reported)
+        )
         if mode == "mig" and cluster_checks and not value_problems:
             out.extend(_mig_violations(cv, view, config))
     return out

@@ -239,8 +239,37 @@ class QueueTree:
 # --- per-queue field checks -----------------------------------------------------------------------
 
 
-def field_violations(obj: Obj) -> list[Violation]:
-    """Checks of the queue alone: quantities, guarantee <= capability, deserved between the two."""
+# The first Volcano release whose queue webhook requires a deserved entry for every guaranteed
+# resource (validate_queue.go: "deserved[cpu] must be >= guarantee[cpu]=..." on a missing entry).
+DESERVED_REQUIRED_FROM = (1, 14)
+
+
+def _deserved_missing(obj: Obj, release: tuple[int, int] | None) -> list[Violation]:
+    """Volcano 1.14+ denies a guaranteed resource without a deserved entry; so do we, for that release."""
+    if release is not None and release < DESERVED_REQUIRED_FROM:
+        return []
+    raw_guarantee = _mapping(obj, *_GUARANTEE[1])
+    deserved = _mapping(obj, *_DESERVED[1])
+    guarantee = _amounts(obj, _GUARANTEE[1])
+    return [
+        Violation(
+            "queue-deserved-missing",
+            f"{_DESERVED[0]}.{resource}",
+            f"not set while spec.guarantee.resource.{resource} is {show(raw_guarantee[resource])}; "
+            f"Volcano 1.14 and later deny this (queues.volcanoVersion), set spec.deserved.{resource} "
+            f"to at least {format_amount(resource, guarantee[resource])}",
+        )
+        for resource in sorted(guarantee)
+        if resource not in deserved
+    ]
+
+
+def field_violations(obj: Obj, *, release: tuple[int, int] | None = None) -> list[Violation]:
+    """Checks of the queue alone: quantities, guarantee <= capability, deserved between the two.
+
+    ``release`` is the Volcano (major, minor) whose rules apply (``queues.volcanoVersion``; None:
+    the latest), so a fleet on an older Volcano is not denied what its Volcano accepts.
+    """
     out: list[Violation] = []
     for prefix, keys in (_GUARANTEE, _CAPABILITY, _DESERVED):
         for resource, raw in _mapping(obj, *keys).items():
@@ -294,6 +323,7 @@ def field_violations(obj: Obj) -> list[Violation]:
                     f"{format_amount(resource, high)}",
                 )
             )
+    out.extend(_deserved_missing(obj, release))
     return out
 
 
@@ -393,7 +423,7 @@ def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: Guar
     back as a warning so unrelated edits stay possible.
     """
     name = _name(obj)
-    violations = field_violations(obj)
+    violations = field_violations(obj, release=config.queues.volcano_release)
     warnings: list[str] = []
     tree = QueueTree.from_queues(view.queues.values())
     # UPDATE: the API server's old version; CREATE: the view as it is (a stale same-name entry
@@ -491,7 +521,7 @@ def admit_queue(request: AdmissionRequest, view: ClusterView, config: GuardConfi
 
     obj = request.object or {}
     if not view.synced:
-        own = field_violations(obj)
+        own = field_violations(obj, release=config.queues.volcano_release)
         if any(config.action_for(v.rule) is Action.ENFORCE for v in own):
             return settle(own, config, obj=obj)
         return AdmissionDecision(
@@ -586,7 +616,8 @@ def audit_queues(view: ClusterView, config: GuardConfig) -> QueueAudit:
     findings: dict[str, tuple[Violation, ...]] = {}
     for name in sorted(view.queues):
         obj = view.queues[name]
-        found = field_violations(obj)
+        # Volcano's own admission rules are for writes; a stored queue is not re-judged by them.
+        found = [v for v in field_violations(obj) if v.rule != "queue-deserved-missing"]
         found.extend(_parent_violations(name, obj, tree))
         raw_guarantee = _mapping(obj, *_GUARANTEE[1])
         for resource in sorted({r for c in tree.children(name) for r in tree.guarantees.get(c, {})}):

@@ -63,15 +63,29 @@ def validate_workload(
     config: GuardConfig,
     *,
     username: str,
+    groups: tuple[str, ...] = (),
     cluster_checks: bool = True,
 ) -> list[Violation]:
     """Violations of every pod template in the workload, as its pods would meet them."""
     out: list[Violation] = []
+    metadata = obj.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
     for prefix, template in pod_templates(obj):
         pod, _ = normalise_pod(template, view, config)
+        if isinstance(namespace, str) and namespace:
+            # The pods will live in the workload's namespace (an exemption applies to them).
+            pod_meta = pod.setdefault("metadata", {})
+            if isinstance(pod_meta, dict):
+                pod_meta.setdefault("namespace", namespace)
         out.extend(
             validate_pod_spec(
-                pod, view, config, username=username, prefix=prefix, cluster_checks=cluster_checks
+                pod,
+                view,
+                config,
+                username=username,
+                groups=groups,
+                prefix=prefix,
+                cluster_checks=cluster_checks,
             )
         )
     return out

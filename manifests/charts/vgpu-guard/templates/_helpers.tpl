@@ -120,7 +120,12 @@ an evaluation error would apply the webhook's failurePolicy.
 {{- end }}
 
 {{- define "vgpu-guard.celAllocationAnnotations" -}}
-has(object.metadata.annotations) && object.metadata.annotations.exists(k, k in ['volcano.sh/vgpu-node', 'volcano.sh/vgpu-time', 'volcano.sh/vgpu-ids-new', 'volcano.sh/devices-to-allocate', 'volcano.sh/bind-phase', 'volcano.sh/bind-time', 'vgpu-guard.io/allocation'])
+{{- include "vgpu-guard.celAllocationAnnotationsOf" "object" }}
+{{- end }}
+
+{{/* CEL: does the object at the given CEL path (object, oldObject) carry an allocation annotation? */}}
+{{- define "vgpu-guard.celAllocationAnnotationsOf" -}}
+has({{ . }}.metadata.annotations) && {{ . }}.metadata.annotations.exists(k, k in ['volcano.sh/vgpu-node', 'volcano.sh/vgpu-time', 'volcano.sh/vgpu-ids-new', 'volcano.sh/devices-to-allocate', 'volcano.sh/bind-phase', 'volcano.sh/bind-time', 'vgpu-guard.io/allocation'])
 {{- end }}
 
 {{/* Gang members (Volcano sets this annotation on the pods of a PodGroup). */}}
@@ -144,21 +149,27 @@ clusters without matchConditions, which drop the field silently and would send e
 {{- end }}
 {{- end }}
 
-{{/* The generated namespaceSelector: excluded namespaces (always ours) + the opt-out (or opt-in) label. */}}
+{{/*
+The generated namespaceSelector: excluded namespaces (always ours), the admin's exempt namespaces
+(config.admission.exemptNamespaces; only with "exempt" true: the pod validation and allocation
+webhooks still see them, the engine skips everything there but the allocation checks), and in the
+namespaceOptIn scope the opt-in label. No label opts a namespace out: whoever could set it could
+forge GPU assignments. (dict "ctx" $ "exempt" true)
+*/}}
 {{- define "vgpu-guard.namespaceSelector" -}}
-{{- $excluded := concat .Values.webhooks.excludedNamespaces (list .Release.Namespace) | uniq }}
+{{- $v := .ctx.Values }}
+{{- $excluded := concat $v.webhooks.excludedNamespaces (list .ctx.Release.Namespace) }}
+{{- if .exempt }}
+{{- $excluded = concat $excluded (default (list) $v.config.admission.exemptNamespaces) }}
+{{- end }}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
-    values: {{ toJson $excluded }}
-  {{- if eq (include "vgpu-guard.podScope" .) "namespaceOptIn" }}
-  - key: {{ .Values.webhooks.optOutLabel }}
+    values: {{ toJson ($excluded | uniq) }}
+  {{- if eq (include "vgpu-guard.podScope" .ctx) "namespaceOptIn" }}
+  - key: {{ $v.webhooks.optOutLabel }}
     operator: In
     values: ["enabled"]
-  {{- else }}
-  - key: {{ .Values.webhooks.optOutLabel }}
-    operator: NotIn
-    values: ["disabled"]
   {{- end }}
 {{- end }}
 
