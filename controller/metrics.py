@@ -13,7 +13,7 @@ their last value, and a replica that stops leading exports nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
@@ -23,7 +23,13 @@ from prometheus_client.registry import Collector
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import GpuUsage
 
-__all__ = ["AllocationMetrics", "GpuRow", "LedgerCollector", "LedgerSnapshot"]
+__all__ = ["PENDING_REASONS", "AllocationMetrics", "GpuRow", "LedgerCollector", "LedgerSnapshot"]
+
+# Why a pod for our scheduler is still pending, as the ``reason`` label of
+# ``vgpu_guard_pending_pods_by_reason``: a fixed set, so a pass cannot mint series. The first four
+# are the allocator's ``Unplaceable.cause``; ``invalid-request``: the vGPU request does not parse or
+# there is none (a pod that names our scheduler without asking for a vGPU).
+PENDING_REASONS = ("capacity", "queue", "gang", "unsupported", "invalid-request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +41,7 @@ class GpuRow:
     memory_total: int
     memory_used: int
     cores_used: int
+    mig_instances: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,12 @@ class LedgerSnapshot:
                 u = used.get(gpu.uuid)
                 rows.append(
                     GpuRow(
-                        name, gpu.uuid, gpu.memory * memory_factor, u.memory if u else 0, u.cores if u else 0
+                        name,
+                        gpu.uuid,
+                        gpu.memory * memory_factor,
+                        u.memory if u else 0,
+                        u.cores if u else 0,
+                        len(u.mig) if u else 0,
                     )
                 )
         return cls(tuple(rows), dict(violations))
@@ -89,6 +101,11 @@ class LedgerCollector(Collector):
             "GPU cores reserved in the ledger, percent of the card.",
             labels=["node", "gpu"],
         )
+        mig = GaugeMetricFamily(
+            "vgpu_guard_gpu_mig_instances",
+            "MIG instances in use on the GPU (ledger entries with a MIG slot).",
+            labels=["node", "gpu"],
+        )
         violations = GaugeMetricFamily(
             "vgpu_guard_ledger_violations",
             "Broken capacity invariants found in a node's ledger (pre-existing overcommit).",
@@ -98,9 +115,10 @@ class LedgerCollector(Collector):
             total.add_metric([row.node, row.gpu], row.memory_total)
             used.add_metric([row.node, row.gpu], row.memory_used)
             cores.add_metric([row.node, row.gpu], row.cores_used)
+            mig.add_metric([row.node, row.gpu], row.mig_instances)
         for node, count in sorted(snap.violations.items()):
             violations.add_metric([node], count)
-        yield from (used, total, cores, violations)
+        yield from (used, total, cores, mig, violations)
 
 
 class AllocationMetrics:
@@ -149,6 +167,16 @@ class AllocationMetrics:
             "Pods for our scheduler that are not bound yet (after the last pass).",
             registry=registry,
         )
+        self.pending_by_reason = Gauge(
+            "vgpu_guard_pending_pods_by_reason",
+            "Pods for our scheduler left Pending by the last pass, by reason: "
+            + ", ".join(PENDING_REASONS)
+            + " (the pod's PodScheduled condition has the full message).",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in PENDING_REASONS:  # every series exists from the start, at 0
+            self.pending_by_reason.labels(reason)
         self.ledgers = LedgerCollector()
         registry.register(self.ledgers)
         self.leader = Gauge(
@@ -156,3 +184,16 @@ class AllocationMetrics:
             "1 while this replica holds the controller Lease.",
             registry=registry,
         )
+
+    def set_pending_reasons(self, reasons: Iterable[str]) -> None:
+        """One pass's reasons, one per pod left Pending; every reason the pass did not see drops to 0.
+
+        A reason outside ``PENDING_REASONS`` is a bug in the caller: it raises rather than mint a series.
+        """
+        counts = dict.fromkeys(PENDING_REASONS, 0)
+        for reason in reasons:
+            if reason not in counts:
+                raise ValueError(f"pending reason {reason!r} is not one of {', '.join(PENDING_REASONS)}")
+            counts[reason] += 1
+        for reason, count in counts.items():
+            self.pending_by_reason.labels(reason).set(count)

@@ -40,6 +40,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "service-monitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}
     },
+    "grafana-dashboard": {"dashboard": {"enabled": True, "annotations": {"grafana_folder": "GPUs"}}},
     "device-config-inline": {
         "config": {
             "deviceConfig": {

@@ -10,7 +10,7 @@ from vgpu_guard import __version__
 __all__ = ["build_parser", "run"]
 
 # Subcommand modules; each exposes add_parser(subparsers) and sets ``func`` (its run) as a default.
-_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox")
+_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -87,7 +87,9 @@ class Allocation:
     containers: tuple[ContainerGrant, ...]
     # Unix seconds of the reservation, from the controller's clock (also the pod's vgpu-time).
     reserved_at: int = 0
-    # PodGroup name for gang members ("" otherwise): a partial gang's reservations are found by it.
+    # PodGroup name of a pod that has one ("" otherwise), with ``namespace`` the group's key: a
+    # partial gang's reservations are found by it, and so are the GPUs that Volcano's PodGroup
+    # spread policy keeps the group's other members off (allocator ``_member_cards``).
     group: str = ""
     # True when taken over from a binding made before the entry existed (reconcile, never decided by us).
     adopted: bool = False
@@ -366,27 +368,23 @@ def _encode_allocation(a: Allocation) -> dict[str, Any]:
     return out
 
 
-def encode_ledger(ledger: NodeLedger) -> dict[str, Any]:
-    """The GPULedger object for a write; carries ``resourceVersion`` when read from the API."""
+def encode_ledger(ledger: NodeLedger, summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The GPULedger object for a write; carries ``resourceVersion`` when read from the API.
+
+    ``summary`` (engine/ledger_summary.py) is stored as ``spec.summary`` for ``kubectl get``
+    columns; it is derived, never read back by ``decode_ledger``, and left out when None.
+    """
     metadata: dict[str, Any] = {"name": ledger.node, "labels": {"vgpu-guard.io/node": ledger.node}}
     if ledger.resource_version is not None:
         metadata["resourceVersion"] = ledger.resource_version
     allocations = sorted(ledger.allocations.values(), key=lambda a: (a.namespace, a.name, a.pod_uid))
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": metadata,
-        "spec": {
-            "nodeName": ledger.node,
-            "allocations": [_encode_allocation(a) for a in allocations],
-            # Derived, for `kubectl get gpuledgers` columns; recomputed on every write, never read.
-            "summary": {
-                "pods": len(allocations),
-                "devices": sum(1 for a in allocations for _ in a.grants()),
-                "memoryMiB": sum(g.memory for a in allocations for g in a.grants()),
-            },
-        },
+    spec: dict[str, Any] = {
+        "nodeName": ledger.node,
+        "allocations": [_encode_allocation(a) for a in allocations],
     }
+    if summary is not None:
+        spec["summary"] = dict(summary)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
