@@ -23,7 +23,7 @@ def text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 
 def test_a_denied_jobs_pods_row_says_why_before_the_warnings(capsys: pytest.CaptureFixture[str]) -> None:
-    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "seed-004-ib-gang.yaml"))
+    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "ib-gang.yaml"))
     lines = out.splitlines()
     row = next(i for i, line in enumerate(lines) if "pods of Job default/pretrain" in line)
     assert lines[row].lstrip().startswith("DENIED")
@@ -63,7 +63,7 @@ def test_every_line_of_a_multi_line_denial_is_indented_under_its_row(
 
 
 def test_a_node_has_no_namespace(capsys: pytest.CaptureFixture[str]) -> None:
-    out = text(capsys, "review", "-f", str(EXAMPLES / "seed-001" / "cluster.yaml"))
+    out = text(capsys, "review", "-f", str(EXAMPLES / "queue-guarantees" / "cluster.yaml"))
     nodes = [line for line in out.splitlines() if " Node " in line]
     assert nodes and all("default/" not in line for line in nodes)
     assert any(line.startswith("allowed Node ") for line in nodes)
@@ -78,21 +78,21 @@ def test_stdin_is_stdin_in_the_text(
 
 
 def test_review_and_simulate_spell_the_verdict_alike(capsys: pytest.CaptureFixture[str]) -> None:
-    out = text(capsys, "review", "-f", str(EXAMPLES / "seed-002-003" / "pods.yaml"))
+    out = text(capsys, "review", "-f", str(EXAMPLES / "mig" / "pods.yaml"))
     assert "ALLOWED" not in out and "allowed Pod default/hami-pod  [" in out
     denied = text(capsys, "review", "-f", str(DENIALS))
     assert "DENIED  Pod default/memory-in-gib  [" in denied
 
 
 def test_one_pass_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
-    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "seed-001-queues.yaml"))
+    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "queue-guarantees.yaml"))
     assert "settled in 1 pass." in out and "1 passes" not in out
 
 
 def test_the_built_in_scenarios_sources_are_files_users_can_open() -> None:
     # Not "default.yaml#9" (a package file): the example file and document each object comes from.
     documents = default_scenario().documents
-    assert documents[0].source == "examples/simulate/seed-000-overcommit.yaml#1"
+    assert documents[0].source == "examples/simulate/overcommit.yaml#1"
     for document in documents:
         path, _, index = document.source.rpartition("#")
         assert not path.startswith("default.yaml")

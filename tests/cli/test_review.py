@@ -11,7 +11,7 @@ import yaml
 from vgpu_guard.cli.app import run
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDS = ROOT / "examples" / "seed-002-003" / "pods.yaml"
+GUIDE_PODS = ROOT / "examples" / "mig" / "pods.yaml"
 DENIALS = ROOT / "examples" / "denials" / "pods.yaml"
 
 
@@ -20,10 +20,12 @@ def review_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, di
     return code, json.loads(capsys.readouterr().out)
 
 
-def test_seed_pods_are_admitted_with_the_expected_changes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = review_json(capsys, "-f", str(SEEDS))
+def test_the_guides_pods_are_admitted_with_the_expected_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = review_json(capsys, "-f", str(GUIDE_PODS))
     assert code == 0
-    assert out["cluster"] == "built-in example cluster"
+    assert out["cluster"] == (
+        "built-in example cluster (the input brings no Nodes; --cluster FILE or --kubeconfig PATH for yours)"
+    )
     by_name = {r["name"]: r for r in out["objects"]}
     assert [(r["kind"], r["name"], r["allowed"]) for r in out["objects"]] == [
         ("Pod", "hami-pod", True),
@@ -31,10 +33,10 @@ def test_seed_pods_are_admitted_with_the_expected_changes(capsys: pytest.Capture
         ("Pod", "gpu-pod", True),
         ("Job", "priority-high", True),
     ]
-    # Seeds 002/003: explicit hami-core requests are already complete: no change, no warning.
+    # Volcano's guides: explicit hami-core requests are already complete: no change, no warning.
     assert by_name["hami-pod"]["patch"] == [] and by_name["hami-pod"]["warnings"] == []
     assert by_name["gpu-pod"]["patch"] == [] and by_name["gpu-pod"]["warnings"] == []
-    # Seed 002: "requesting 3 GB may land on a 5 GB MIG instance": we say so and ask for exactly that.
+    # The MIG guide: "requesting 3 GB may land on a 5 GB MIG instance": we say so and ask for exactly that.
     mig = by_name["mig-pod"]
     assert sorted(op["path"] for op in mig["patch"]) == [
         "/metadata/annotations/vgpu-guard.io~1mig-profile",
@@ -58,16 +60,19 @@ def test_denials_exit_1_with_messages(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["review", "-f", str(SEEDS)]) == 0
+    assert run(["review", "-f", str(GUIDE_PODS)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("Reviewed 4 object(s) against built-in example cluster.\n")
+    assert text.startswith(
+        "Reviewed 4 object(s) against built-in example cluster "
+        "(the input brings no Nodes; --cluster FILE or --kubeconfig PATH for yours).\n"
+    )
     assert "allowed Pod default/mig-pod  [" in text
     assert "    warning: vgpu-guard: set annotation vgpu-guard.io/mig-profile=1g.5gb\n" in text
     assert text.endswith("4 allowed, 0 denied.\n")
 
 
 def test_yaml_output(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(["review", "-f", str(SEEDS), "-o", "yaml"]) == 0
+    assert run(["review", "-f", str(GUIDE_PODS), "-o", "yaml"]) == 0
     assert len(yaml.safe_load(capsys.readouterr().out)["objects"]) == 4
 
 
@@ -95,7 +100,7 @@ def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path
             }
         )
     )
-    code, out = review_json(capsys, "-f", str(SEEDS), "--cluster", str(cluster))
+    code, out = review_json(capsys, "-f", str(GUIDE_PODS), "--cluster", str(cluster))
     assert code == 1 and out["cluster"] == f"cluster file {cluster}"
     mig = next(r for r in out["objects"] if r["name"] == "mig-pod")
     assert mig["message"].startswith(
@@ -129,12 +134,12 @@ def test_missing_file_and_bad_config_exit_2(capsys: pytest.CaptureFixture[str], 
     assert "cannot read" in capsys.readouterr().err
     config = tmp_path / "config.yaml"
     config.write_text("admission:\n  defaultMode: turbo\n")
-    assert run(["review", "-f", str(SEEDS), "--config", str(config)]) == 2
+    assert run(["review", "-f", str(GUIDE_PODS), "--config", str(config)]) == 2
     assert "admission.defaultMode" in capsys.readouterr().err
 
 
 def test_list_objects_are_expanded(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all(SEEDS.read_text()))
+    docs = list(yaml.safe_load_all(GUIDE_PODS.read_text()))
     listing = tmp_path / "list.yaml"
     listing.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
     code, out = review_json(capsys, "-f", str(listing))

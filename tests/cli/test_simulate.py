@@ -22,16 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "simulate"
 SCHEMA = json.loads((ROOT / "docs" / "simulate.schema.json").read_text())
 
-SEED_000_ALONE = (
+OVERCOMMIT_ALONE = (
     "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
 )
-SEED_000_IN_DEFAULT = (
+OVERCOMMIT_IN_DEFAULT = (
     "0/14 nodes are available: 9 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
     "devices, 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
 )
 BATCH_DENIED = (
     "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "
-    "cluster capacity is 67 (14 Ready nodes); lower it to at most 35 or add nodes"
+    "cluster capacity is 64 (14 Ready nodes); lower it to at most 32 or add nodes"
 )
 
 
@@ -54,21 +54,21 @@ def pods_by_name(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # --- the default scenario's outcomes ---------------------------------------------------------------
 
 
-def test_seed_000_two_replicas_share_the_free_gpu_and_the_third_waits(default_json: dict[str, Any]) -> None:
+def test_overcommit_two_replicas_share_the_free_gpu_and_the_third_waits(default_json: dict[str, Any]) -> None:
     web = [p for p in default_json["pods"] if p["name"].startswith("web-")]
     assert [p["phase"] for p in web] == ["Bound", "Bound", "Pending"]
     for pod in web[:2]:
         assert pod["node"] == "gpu-0"
         assert pod["devices"] == [{"uuid": "GPU-gpu-0-7", "memory": 12288, "cores": 0, "mig_profile": None}]
         assert pod["scheduler"] == "vgpu-guard"
-    assert web[2]["reason"] == SEED_000_IN_DEFAULT
+    assert web[2]["reason"] == OVERCOMMIT_IN_DEFAULT
     assert web[2]["node"] is None and web[2]["devices"] == []
     busy = [p for p in default_json["pods"] if p["name"].startswith("train-")]
     assert [(p["phase"], p["scheduler"], p["existing"]) for p in busy] == [("Bound", "volcano", True)] * 7
     assert default_json["violations"] == []
 
 
-def test_seed_002_003_slices_and_the_rounded_mig_request(default_json: dict[str, Any]) -> None:
+def test_slices_and_the_rounded_mig_request(default_json: dict[str, Any]) -> None:
     pods = pods_by_name(default_json)
     assert (pods["hami-pod"]["node"], pods["hami-pod"]["devices"]) == (
         "t4-0",
@@ -90,7 +90,7 @@ def test_seed_002_003_slices_and_the_rounded_mig_request(default_json: dict[str,
     )
 
 
-def test_seed_003_priority_decides_not_creation_order(default_json: dict[str, Any]) -> None:
+def test_priority_decides_not_creation_order(default_json: dict[str, Any]) -> None:
     pods = pods_by_name(default_json)
     for i in range(3):
         high = pods[f"priority-high-test-{i}"]
@@ -168,9 +168,9 @@ def test_queue_totals_against_capacity(default_json: dict[str, Any]) -> None:
         {
             "resource": "cpu",
             "guaranteed": "32",
-            "capacity": "67",
+            "capacity": "64",
             "nodes": 14,
-            "percent": 47,
+            "percent": 50,
             "exceeded": False,
         },
         {
@@ -193,6 +193,7 @@ def test_json_output_matches_the_schema(capsys: pytest.CaptureFixture[str]) -> N
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     jsonschema.Draft202012Validator(SCHEMA).validate(out)
     assert out["scheduling"]["routing"].startswith("scheduling.routing is on (simulate's default)")
+    assert out["scenario"] == "built-in default scenario on the scenario's own Nodes (14)"
 
 
 def test_the_schema_rejects_what_it_should(default_json: dict[str, Any]) -> None:
@@ -205,7 +206,7 @@ def test_the_schema_rejects_what_it_should(default_json: dict[str, Any]) -> None
 def test_admission_entries_have_reviews_shape(
     capsys: pytest.CaptureFixture[str], default_json: dict[str, Any]
 ) -> None:
-    assert run(["review", "-f", str(EXAMPLES / "seed-002-003-mig.yaml"), "-o", "json"]) == 0
+    assert run(["review", "-f", str(EXAMPLES / "mig.yaml"), "-o", "json"]) == 0
     review_keys = set(json.loads(capsys.readouterr().out)["objects"][0])
     for entry in default_json["admission"]:
         assert review_keys <= set(entry)
@@ -219,12 +220,12 @@ def test_same_scenario_same_output(default_json: dict[str, Any]) -> None:
 def test_text_report_key_lines(default_result: SimulationResult) -> None:
     text = to_text(default_result)
     lines = text.splitlines()
-    assert lines[0] == "vgpu-guard simulate: built-in default scenario"
+    assert lines[0] == "vgpu-guard simulate: built-in default scenario"  # the CLI adds its cluster
     assert "ADMISSION (41 requests, 10 denied)" in lines
     assert "PODS (36: 21 Bound, 7 Pending, 8 Rejected)" in lines
-    assert f"      {SEED_000_IN_DEFAULT}" in lines
+    assert f"      {OVERCOMMIT_IN_DEFAULT}" in lines
     assert (
-        "  DENIED     Queue       batch                                examples/simulate/seed-001-queues.yaml#8"
+        "  DENIED     Queue       batch                                examples/simulate/queue-guarantees.yaml#8"
         in lines
     )
     assert f"        {BATCH_DENIED}" in lines
@@ -237,7 +238,7 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
         "  t4-0    GPU-t4-0-0    Tesla T4               hami-core    4000 / 15360    60    default/gpu-pod, default/hami-pod"
         in lines
     )
-    assert "  cpu       32          67 (14 nodes)     47%  ok" in lines
+    assert "  cpu       32          64 (14 nodes)     50%  ok" in lines
     assert lines[-1] == (
         "Summary: 21 pods bound, 7 pending, 8 rejected; 10 of 41 admission requests denied; no GPU overcommitted."
     )
@@ -253,24 +254,31 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
 # --- the examples --------------------------------------------------------------------------------------
 
 
-def test_default_scenario_is_the_examples_in_order() -> None:
-    examples = [d.object for path in sorted(EXAMPLES.glob("seed-*.yaml")) for d in read_documents(str(path))]
+def test_default_scenario_is_every_example_in_its_section_order() -> None:
+    text = (ROOT / "vgpu_guard" / "data" / "scenarios" / "default.yaml").read_text(encoding="utf-8")
+    order = re.findall(r"^# ===== (\S+) =", text, re.MULTILINE)
+    assert sorted(order) == sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+    examples = [d.object for name in order for d in read_documents(str(EXAMPLES / name))]
     assert [d.object for d in default_scenario().documents] == examples
 
 
-def test_seed_000_example_alone_gives_the_controllers_exact_message() -> None:
-    result = simulate(load_scenario([str(EXAMPLES / "seed-000-overcommit.yaml")]), load_config(env={}))
+def test_overcommit_example_alone_gives_the_controllers_exact_message() -> None:
+    result = simulate(load_scenario([str(EXAMPLES / "overcommit.yaml")]), load_config(env={}))
     web = [p for p in result.pods if p.name.startswith("web-")]
     assert [(p.phase, p.node) for p in web] == [("Bound", "gpu-0"), ("Bound", "gpu-0"), ("Pending", None)]
-    assert web[2].reason == SEED_000_ALONE
+    assert web[2].reason == OVERCOMMIT_ALONE
     assert result.violations == ()
 
 
-def test_seed_001_example_alone_denies_batch_against_its_32_cpu() -> None:
-    result = simulate(load_scenario([str(EXAMPLES / "seed-001-queues.yaml")]), load_config(env={}))
+def test_queue_guarantees_example_alone_denies_batch_against_its_48_cpu() -> None:
+    # Not "lower it to at most 0": alone, the example's cluster leaves batch room it can be told.
+    result = simulate(load_scenario([str(EXAMPLES / "queue-guarantees.yaml")]), load_config(env={}))
     verdicts = [(a.result.object["metadata"]["name"], a.result.decision.allowed) for a in result.admission]
     assert verdicts == [("training", True), ("inference", True), ("notebooks", True), ("batch", False)]
-    assert "cluster capacity is 32 (4 Ready nodes)" in result.admission[3].result.decision.message
+    assert result.admission[3].result.decision.message == (
+        "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "
+        "cluster capacity is 48 (4 Ready nodes); lower it to at most 16 or add nodes"
+    )
 
 
 # --- configuration and odd inputs --------------------------------------------------------------------
@@ -279,7 +287,7 @@ def test_seed_001_example_alone_denies_batch_against_its_32_cpu() -> None:
 def test_routing_off_in_the_config_leaves_pods_to_volcano(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("scheduling:\n  routing: false\n")
-    result = simulate(load_scenario([str(EXAMPLES / "seed-002-003-mig.yaml")]), load_config(config, env={}))
+    result = simulate(load_scenario([str(EXAMPLES / "mig.yaml")]), load_config(config, env={}))
     assert result.routing == (
         "scheduling.routing is off (from the configuration); "
         "IB clusters come from node label vgpu-guard.io/ib-cluster (simulate's default)"
@@ -292,7 +300,7 @@ def test_routing_off_in_the_config_leaves_pods_to_volcano(tmp_path: Path) -> Non
 
 def test_rejected_pods_by_admission_and_by_the_api_server(tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
-    node = next(d.object for d in read_documents(str(EXAMPLES / "seed-002-003-mig.yaml")))
+    node = next(d.object for d in read_documents(str(EXAMPLES / "mig.yaml")))
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -351,10 +359,17 @@ def test_bad_config_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     assert "scheduling.policy" in capsys.readouterr().err
 
 
+def test_readme_states_the_default_scenarios_real_capacity(default_json: dict[str, Any]) -> None:
+    # It once said 64 cpu where simulate printed 67.
+    cpu = next(t for t in default_json["queue_totals"] if t["resource"] == "cpu")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"on one cluster of {cpu['nodes']} nodes and {cpu['capacity']} cpu, in one run" in readme
+
+
 def test_readme_shows_the_examples_real_output(capsys: pytest.CaptureFixture[str]) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     blocks = readme.split("```text\n$ vgpu-guard simulate -f ")[1:]
-    assert len(blocks) == len(list(EXAMPLES.glob("seed-*.yaml")))
+    assert len(blocks) == len(list(EXAMPLES.glob("*.yaml")))
     for block in blocks:
         path, _, shown = block.split("```", 1)[0].partition(".yaml\n")
         assert run(["simulate", "-f", str(ROOT / f"{path}.yaml")]) == 0

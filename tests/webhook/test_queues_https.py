@@ -19,7 +19,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
-SEED = Path(__file__).resolve().parents[2] / "examples" / "seed-001"
+SEED = Path(__file__).resolve().parents[2] / "examples" / "queue-guarantees"
 QUEUES = list(yaml.safe_load_all((SEED / "queues.yaml").read_text()))
 
 

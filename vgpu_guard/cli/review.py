@@ -1,7 +1,8 @@
 """``vgpu-guard review``: the webhook's decisions on YAML files, offline.
 
 Like ``kyverno apply`` or ``gator test``: the same engine call the webhook makes, on every object
-of the given files, against a cluster described in a file (or the built-in one). Objects are
+of the given files, against the cluster ``cluster_source`` chooses (a live one through
+``--kubeconfig``, a file, the files' own Nodes, or the built-in one; the first line names it). Objects are
 reviewed in order and each admitted Queue is visible to the next (so a set of queues is judged as
 ``kubectl apply -f`` would build it up). Exit 0: all allowed; 1: any denied; 2: unreadable input.
 """
@@ -11,18 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from vgpu_guard.cli.admission_entries import admission_entry
+from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
 from vgpu_guard.cli.documents import (
     Document,
     InputError,
     add_input_arguments,
     limits_from,
-    read_documents,
     read_inputs,
 )
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
@@ -32,39 +32,48 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 
 __all__ = [
-    "BUILTIN_CLUSTER",
     "EPILOG",
     "OUTPUTS",
     "add_output_argument",
     "add_parser",
     "load_view",
+    "output_formats",
     "review_documents",
     "run",
 ]
 
-BUILTIN_CLUSTER = Path(__file__).resolve().parent.parent / "data" / "builtin-cluster.yaml"
-BUILTIN_SOURCE = "built-in example cluster"
+# Input kinds that describe the cluster rather than ask admission for anything: seen, not judged.
+_CLUSTER_KINDS = frozenset({"Node", "HyperNode"})
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "policyreport")
 EPILOG = """exit codes:
   0  every object allowed (warnings, mutations and audit findings allowed too)
   1  at least one object denied
-  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster"""
+  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
+     or a --kubeconfig that cannot be read"""
+REVIEW_JSON = """one result per object and rule (rule, path, action deny|warn|audit|mutate,
+                message, fix), a summary and each object's verdict, patch and mutated object;
+                schema: docs/review-report.schema.json"""
+
+
+def output_formats(json_help: str) -> str:
+    """The epilog's ``-o`` section: one line per choice (argparse has no per-choice help)."""
+    return f"""output formats (-o):
+  text          a readable summary (the default)
+  json          {json_help}
+  yaml          the same document as json, in YAML
+  policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them"""
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """``-o``, the same choices on ``review`` and ``simulate``."""
+    """``-o``, the same choices on ``review`` and ``simulate`` (each described in the epilog)."""
     parser.add_argument(
         "-o",
         "--output",
         choices=OUTPUTS,
         default="text",
-        help=(
-            "text (default): a readable summary; json|yaml: one result per object and rule "
-            "(rule, path, action deny|warn|audit|mutate, message, fix) and a summary, "
-            "schema docs/review-report.schema.json; policyreport: wgpolicyk8s.io/v1alpha2 "
-            "PolicyReport objects (YAML)"
-        ),
+        help="output format (default: text); each is described under 'output formats' below",
     )
 
 
@@ -73,15 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "review",
         help="run the admission decisions on YAML files, offline",
         description="Run exactly the webhook's decision code on every object in the files.",
-        epilog=EPILOG,
+        epilog=f"{output_formats(REVIEW_JSON)}\n\n{EPILOG}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(parser, metavar="FILE", what="objects to review", required=True)
-    parser.add_argument(
-        "--cluster",
-        metavar="FILE",
-        help="YAML of Nodes, Queues, PodGroups, Pods describing the cluster (default: built-in)",
-    )
+    add_cluster_arguments(parser, what="input")
     parser.add_argument("--config", metavar="FILE", help="vgpu-guard config file")
     parser.add_argument(
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
@@ -96,13 +101,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(func=run)
 
 
-def load_view(path: str | None, config: GuardConfig) -> ClusterView:
-    """The cluster to review against: a file of objects, or the documented built-in cluster."""
-    if path is None:
-        documents = read_documents(str(BUILTIN_CLUSTER))
-        return ClusterView.from_objects([d.object for d in documents], config, source=BUILTIN_SOURCE)
-    documents = read_documents(path)
-    return ClusterView.from_objects([d.object for d in documents], config, source=f"cluster file {path}")
+def load_view(cluster: ClusterSource, inputs: list[Document], config: GuardConfig) -> ClusterView:
+    """The cluster to review against, with the input's own Nodes and HyperNodes on top."""
+    objects = [d.object for d in cluster.documents]
+    objects += [d.object for d in inputs if d.object.get("kind") in _CLUSTER_KINDS]
+    return ClusterView.from_objects(objects, config, source=cluster.name)
 
 
 def review_documents(
@@ -141,11 +144,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
     try:
-        view = load_view(args.cluster, config)
         documents = read_inputs(args.filename, recursive=args.recursive, limits=limits_from(args))
+        cluster = choose_cluster(
+            documents,
+            cluster=args.cluster,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            limits=limits_from(args),
+            what="input",
+        )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
+    view = load_view(cluster, documents, config)
     reviewed = review_documents(documents, view, config, username=args.username)
     entries = [admission_entry(d.source, r) for d, r in reviewed]
     pairs = [(d.source, r) for d, r in reviewed]

@@ -36,10 +36,16 @@ _MARKER = re.compile(r"# ===== (\S+) =")
 
 @dataclass(frozen=True)
 class Scenario:
-    """The objects to simulate, in order, and a name for the report (files, or the built-in one)."""
+    """The objects to simulate, in order, and a name for the report (files, or the built-in one).
+
+    ``cluster`` holds the objects of the cluster it runs on when that is not the scenario's own
+    (``--cluster FILE``, ``--kubeconfig``, the built-in cluster): they exist before the story
+    starts, so they are stored as they are, every kind, without admission.
+    """
 
     source: str
     documents: tuple[Document, ...]
+    cluster: tuple[Document, ...] = ()
 
 
 def default_scenario() -> Scenario:
@@ -47,7 +53,7 @@ def default_scenario() -> Scenario:
 
     It is examples/simulate/*.yaml concatenated, each behind a ``# ===== FILE =====`` line; every
     object is named after the example file and document it comes from
-    (``examples/simulate/seed-000-overcommit.yaml#9``), a file users can open, not the package's.
+    (``examples/simulate/overcommit.yaml#9``), a file users can open, not the package's.
     """
     text = resources.files("vgpu_guard").joinpath(DEFAULT_SCENARIO).read_text(encoding="utf-8")
     documents: list[Document] = []

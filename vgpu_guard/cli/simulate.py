@@ -1,9 +1,11 @@
 """``vgpu-guard simulate``: the webhook and the controller on an in-memory cluster, offline.
 
 Platform engineers try a policy change before touching a cluster; a newcomer sees the product
-work in one command. Without ``-f`` it runs the built-in scenario (the seeds' stories, see
-vgpu_guard/data/scenarios/default.yaml). Exit 0 when the simulation completed, whatever it found
-(denials and Pending pods are outcomes); 2 for unreadable input or a scenario it cannot run.
+work in one command. Without ``-f`` it runs the built-in scenario (every example's story, see
+vgpu_guard/data/scenarios/default.yaml). The cluster it runs on is chosen as ``review`` chooses
+its own (``cluster_source``), and the first line names it. Exit 0 when the simulation completed,
+whatever it found (denials and Pending pods are outcomes); 2 for unreadable input or a scenario
+it cannot run.
 """
 
 from __future__ import annotations
@@ -15,16 +17,10 @@ from typing import Any
 
 import yaml
 
-from vgpu_guard.cli.documents import (
-    Document,
-    InputError,
-    Limits,
-    add_input_arguments,
-    limits_from,
-    read_documents,
-)
+from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
+from vgpu_guard.cli.documents import InputError, add_input_arguments, limits_from
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
-from vgpu_guard.cli.review import BUILTIN_CLUSTER, BUILTIN_SOURCE, add_output_argument
+from vgpu_guard.cli.review import add_output_argument, output_formats
 from vgpu_guard.cli.scenario import Scenario, default_scenario, load_scenario
 from vgpu_guard.cli.simulate_report import to_json, to_text
 from vgpu_guard.cli.simulation import SimulationError, simulate
@@ -33,22 +29,25 @@ from vgpu_guard.configfile import ConfigError, load_config
 __all__ = ["add_parser", "run", "with_cluster"]
 
 EXIT_OK, EXIT_INPUT = 0, 2
+DESCRIPTION = """Send every object of the scenario through the webhook's decision code, run the allocation
+controller against an in-memory API server until nothing changes, and report where every pod
+landed, the per-GPU ledger and the queue guarantees. Without -f: the built-in scenario."""
+SIMULATE_JSON = """every admission request, where every pod landed (node, devices) or why
+                it waits, the GPU ledger, queues against capacity, and review's results and
+                summary; schema: docs/simulate.schema.json"""
 EPILOG = """exit codes:
   0  the simulation completed, whatever it found (denials and Pending pods are outcomes)
-  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config,
-     or a scenario the in-memory cluster cannot run"""
+  1  not used: to fail a CI step on a denial, run vgpu-guard review on the same files
+  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
+     a --kubeconfig that cannot be read, or a scenario the in-memory cluster cannot run"""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate",
         help="run admission and the allocation controller on a scenario, on an in-memory cluster",
-        description=(
-            "Send every object of the scenario through the webhook's decision code, run the allocation "
-            "controller against an in-memory API server until nothing changes, and report where every "
-            "pod landed, the per-GPU ledger and the queue guarantees. Without -f: the built-in scenario."
-        ),
-        epilog=EPILOG,
+        description=DESCRIPTION,
+        epilog=f"{output_formats(SIMULATE_JSON)}\n\n{EPILOG}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(
@@ -58,36 +57,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
     )
-    parser.add_argument(
-        "--cluster",
-        metavar="FILE",
-        help=(
-            "YAML of Nodes (and Queues...) the scenario runs on, before its own objects "
-            "(default: the scenario's Nodes, or the built-in example cluster when it has none)"
-        ),
-    )
+    add_cluster_arguments(parser, what="scenario")
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
 
-def with_cluster(scenario: Scenario, cluster: str | None, limits: Limits) -> Scenario:
-    """The scenario on ``--cluster FILE``, or on the built-in cluster when it brings no Nodes.
-
-    The same cluster ``review`` judges against, so the two commands never disagree on capacity;
-    the report's first line names it.
-    """
-    if cluster is None and any(d.object.get("kind") == "Node" for d in scenario.documents):
-        return scenario
-    if cluster is None:
-        documents = read_documents(str(BUILTIN_CLUSTER), limits)
-        named = tuple(
-            Document(f"builtin-cluster.yaml#{d.source.rpartition('#')[2]}", d.object) for d in documents
-        )
-        where = f"{BUILTIN_SOURCE} (the scenario brings no Nodes; --cluster FILE for yours)"
-    else:
-        named = tuple(read_documents(cluster, limits))
-        where = f"cluster file {cluster}"
-    return Scenario(source=f"{scenario.source} on {where}", documents=named + scenario.documents)
+def with_cluster(scenario: Scenario, cluster: ClusterSource) -> Scenario:
+    """The scenario on ``cluster``, named in the report's first line (``... on <cluster>``)."""
+    return Scenario(
+        source=f"{scenario.source} on {cluster.name}", documents=scenario.documents, cluster=cluster.documents
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,7 +81,15 @@ def run(args: argparse.Namespace) -> int:
             if args.filename
             else default_scenario()
         )
-        scenario = with_cluster(scenario, args.cluster, limits_from(args))
+        cluster = choose_cluster(
+            scenario.documents,
+            cluster=args.cluster,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            limits=limits_from(args),
+            what="scenario",
+        )
+        scenario = with_cluster(scenario, cluster)
         result = simulate(scenario, config)
     except (InputError, SimulationError) as e:
         print(f"error: {e}", file=sys.stderr)

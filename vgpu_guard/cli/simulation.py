@@ -9,6 +9,7 @@ plugin (``confirm_allocations``).
 
 What a scenario's objects mean:
 
+- the cluster it runs on when not its own (``Scenario.cluster``), every object stored as it is;
 - cluster state, stored as they are (they exist before the story starts): Nodes, Namespaces,
   PriorityClasses, HyperNodes, ConfigMaps, and Pods that already have ``spec.nodeName`` (running
   pods, with their assignment annotations; the controller adopts them into the ledger);
@@ -88,7 +89,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-# 2025-06-12T15:06:40Z, the day seed 000 was reported; any fixed instant would do.
+# 2025-06-15T15:06:40Z; any fixed instant would do.
 EPOCH = 1_750_000_000.0
 # The user the scenario's own objects come from (as `kubectl apply` by a cluster admin).
 ADMIN = "kubernetes-admin"
@@ -201,7 +202,7 @@ class SimulationResult:
     memory_factor: int = 1
 
 
-# The IB cluster label simulate uses when the configuration names none (seed 004's example nodes).
+# The IB cluster label simulate uses when the configuration names none (the ib-gang example's nodes).
 SIMULATE_IB_LABEL = "vgpu-guard.io/ib-cluster"
 
 
@@ -538,6 +539,8 @@ async def run_simulation(scenario: Scenario, config: GuardConfig) -> SimulationR
     """
     config, routing = simulation_config(config)
     run = _Run(config)
+    for document in scenario.cluster:
+        run.add_state(document)
     for document in scenario.documents:
         if is_cluster_state(document.object):
             run.add_state(document)

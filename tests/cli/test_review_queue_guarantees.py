@@ -1,4 +1,5 @@
-"""Seed 001 end to end through ``vgpu-guard review``: the files in examples/seed-001 as users run them."""
+"""Queue guarantees beyond capacity, end to end through ``vgpu-guard review``: the files in
+examples/queue-guarantees as users run them."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import pytest
 
 from vgpu_guard.cli.app import run
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "seed-001"
-SEED_001 = (
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "queue-guarantees"
+BATCH_DENIED = (
     "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "
     "cluster capacity is 64 (8 Ready nodes); lower it to at most 32 or add nodes"
 )
 
 
-def test_review_reproduces_seed_001(capsys: pytest.CaptureFixture[str]) -> None:
+def test_review_denies_the_queue_past_capacity(capsys: pytest.CaptureFixture[str]) -> None:
     queues, cluster = EXAMPLES / "queues.yaml", EXAMPLES / "cluster.yaml"
     code = run(["review", "-f", str(queues), "--cluster", str(cluster)])
     out = capsys.readouterr().out
@@ -28,7 +29,7 @@ def test_review_reproduces_seed_001(capsys: pytest.CaptureFixture[str]) -> None:
         f"allowed Queue inference  [{queues}#2]",
         f"allowed Queue notebooks  [{queues}#3]",
         f"DENIED  Queue batch  [{queues}#4]",
-        f"    {SEED_001}",
+        f"    {BATCH_DENIED}",
         "",
         "3 allowed, 1 denied.",
     ]
@@ -52,5 +53,5 @@ def test_review_json_carries_the_same_decision(capsys: pytest.CaptureFixture[str
         ("training", True, 200, ""),
         ("inference", True, 200, ""),
         ("notebooks", True, 200, ""),
-        ("batch", False, 403, SEED_001),
+        ("batch", False, 403, BATCH_DENIED),
     ]

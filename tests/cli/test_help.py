@@ -1,0 +1,121 @@
+"""The ``--help`` of ``review`` and ``simulate``, exactly: exit codes 0/1/2, every ``-o`` choice
+described, the cluster options. A changed flag or wording shows up here as a diff users would see."""
+
+from __future__ import annotations
+
+import pytest
+
+from vgpu_guard.cli.app import run
+
+REVIEW_HELP = """\
+usage: vgpu-guard review [-h] -f FILE [-R] [--max-bytes N] [--max-documents N]
+                         [--cluster FILE | --kubeconfig PATH] [--context NAME] [--config FILE]
+                         [--device-config FILE] [--as USERNAME] [-o {text,json,yaml,policyreport}]
+
+Run exactly the webhook's decision code on every object in the files.
+
+options:
+  -h, --help            show this help message and exit
+  -f FILE, --filename FILE
+                        objects to review: a file, a directory of .yaml/.yml/.json files, or - for
+                        stdin (repeatable)
+  -R, --recursive       read the directories given with -f recursively
+  --max-bytes N         refuse an input file larger than N bytes (default: 16777216)
+  --max-documents N     refuse an input file of more than N YAML documents (default: 10000)
+  --cluster FILE        YAML of Nodes, Queues, PodGroups (HyperNodes...) describing the cluster to
+                        judge against (default: the input's own Nodes, or the built-in example
+                        cluster when it has none)
+  --kubeconfig PATH     read the cluster to judge against from a live API server, read-only: its
+                        Nodes, Queues, PodGroups and HyperNodes (nothing is written)
+  --context NAME        the kubeconfig context to use (default: its current-context)
+  --config FILE         vgpu-guard config file
+  --device-config FILE  the plugin's device-config.yaml (or its ConfigMap)
+  --as USERNAME         user the requests come from (default: kubernetes-admin)
+  -o {text,json,yaml,policyreport}, --output {text,json,yaml,policyreport}
+                        output format (default: text); each is described under 'output formats'
+                        below
+
+output formats (-o):
+  text          a readable summary (the default)
+  json          one result per object and rule (rule, path, action deny|warn|audit|mutate,
+                message, fix), a summary and each object's verdict, patch and mutated object;
+                schema: docs/review-report.schema.json
+  yaml          the same document as json, in YAML
+  policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them
+
+exit codes:
+  0  every object allowed (warnings, mutations and audit findings allowed too)
+  1  at least one object denied
+  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
+     or a --kubeconfig that cannot be read
+"""
+
+SIMULATE_HELP = """\
+usage: vgpu-guard simulate [-h] [-f SCENARIO] [-R] [--max-bytes N] [--max-documents N]
+                           [--config FILE] [--device-config FILE]
+                           [--cluster FILE | --kubeconfig PATH] [--context NAME]
+                           [-o {text,json,yaml,policyreport}]
+
+Send every object of the scenario through the webhook's decision code, run the allocation
+controller against an in-memory API server until nothing changes, and report where every pod
+landed, the per-GPU ledger and the queue guarantees. Without -f: the built-in scenario.
+
+options:
+  -h, --help            show this help message and exit
+  -f SCENARIO, --filename SCENARIO
+                        YAML of Nodes, Queues, Pods, workloads...: a file, a directory of
+                        .yaml/.yml/.json files, or - for stdin (repeatable)
+  -R, --recursive       read the directories given with -f recursively
+  --max-bytes N         refuse an input file larger than N bytes (default: 16777216)
+  --max-documents N     refuse an input file of more than N YAML documents (default: 10000)
+  --config FILE         vgpu-guard config file
+  --device-config FILE  the plugin's device-config.yaml (or its ConfigMap)
+  --cluster FILE        YAML of Nodes, Queues, PodGroups (HyperNodes...) describing the cluster to
+                        judge against (default: the scenario's own Nodes, or the built-in example
+                        cluster when it has none)
+  --kubeconfig PATH     read the cluster to judge against from a live API server, read-only: its
+                        Nodes, Queues, PodGroups and HyperNodes (nothing is written)
+  --context NAME        the kubeconfig context to use (default: its current-context)
+  -o {text,json,yaml,policyreport}, --output {text,json,yaml,policyreport}
+                        output format (default: text); each is described under 'output formats'
+                        below
+
+output formats (-o):
+  text          a readable summary (the default)
+  json          every admission request, where every pod landed (node, devices) or why
+                it waits, the GPU ledger, queues against capacity, and review's results and
+                summary; schema: docs/simulate.schema.json
+  yaml          the same document as json, in YAML
+  policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them
+
+exit codes:
+  0  the simulation completed, whatever it found (denials and Pending pods are outcomes)
+  1  not used: to fail a CI step on a denial, run vgpu-guard review on the same files
+  2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
+     a --kubeconfig that cannot be read, or a scenario the in-memory cluster cannot run
+"""
+
+
+@pytest.mark.parametrize(("command", "expected"), [("review", REVIEW_HELP), ("simulate", SIMULATE_HELP)])
+def test_help_is_exactly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str, expected: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")  # argparse wraps to the terminal's width
+    with pytest.raises(SystemExit) as exit_:
+        run([command, "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize("command", ["review", "simulate"])
+def test_every_output_choice_and_exit_code_is_described(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        run([command, "--help"])
+    formats = capsys.readouterr().out.split("output formats (-o):\n", 1)[1].split("\n\n")[0]
+    described = [line.split()[0] for line in formats.splitlines() if not line.startswith("    ")]
+    assert described == ["text", "json", "yaml", "policyreport"]
