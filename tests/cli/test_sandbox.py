@@ -4,6 +4,7 @@ our controller binding, and Ctrl-C stopping everything."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import signal
 import socket
@@ -77,7 +78,7 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
     kubeconfig, log = tmp_path / "kubeconfig", tmp_path / "sandbox.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [str(BIN), "sandbox", "--kubeconfig", str(kubeconfig), "--with-guard"],
+            [str(BIN), "sandbox", "--kubeconfig", str(kubeconfig), "--with-guard", "--backend", "double"],
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -132,3 +133,23 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
     assert code == 0, out
     assert out.rstrip().endswith("stopped"), out
     assert _refuses(webhook), "the webhook child outlived the sandbox"
+
+
+def test_sandbox_says_in_its_first_line_that_it_fell_back_to_the_double(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No cached control plane and no --build: the double, and the first line says why."""
+    import vgpu_guard.controlplane
+    import vgpu_guard.controlplane.build
+    from vgpu_guard.cli import sandbox
+
+    monkeypatch.setattr(vgpu_guard.controlplane, "cached_binaries", lambda: None)
+    monkeypatch.setattr(vgpu_guard.controlplane.build, "unavailable_reason", lambda: "needs root")
+    args = argparse.Namespace(backend="auto", build=False)
+    assert sandbox._choose(args) == (
+        None,
+        "backend: API double (in memory; no real control plane: needs root)",
+    )
+    args = argparse.Namespace(backend="real", build=False)
+    with pytest.raises(RuntimeError, match=r"^--backend real: needs root$"):
+        sandbox._choose(args)

@@ -40,6 +40,7 @@ import yaml
 
 from tests.manifests.chart import render_objects
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
+from vgpu_guard.cli.sandbox_cluster import for_1_20  # the sandbox installs Volcano's CRDs alike
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, Expired, KubeError, NotFound
 from vgpu_guard.kube.resources import (
@@ -288,21 +289,6 @@ async def whoami(admin: AioClusterClient) -> str:
     return str(out["spec"]["username"])
 
 
-_LIST_MAP_MARKERS = ("x-kubernetes-list-type", "x-kubernetes-list-map-keys")
-
-
-def _for_1_20(node: Any) -> Any:
-    """Drop empty defaults, and the list-map markers whose keys 1.20 then wants defaulted or required."""
-    if isinstance(node, dict):
-        drop = {"default"} if node.get("default") in (None, "") and "default" in node else set()
-        if node.get("x-kubernetes-list-type") == "map":
-            drop.update(_LIST_MAP_MARKERS)
-        return {k: _for_1_20(v) for k, v in node.items() if k not in drop}
-    if isinstance(node, list):
-        return [_for_1_20(v) for v in node]
-    return node
-
-
 async def ensure_volcano_crds(admin: AioClusterClient) -> None:
     """Install Volcano's CRDs the cluster lacks, as "a cluster with Volcano" has them.
 
@@ -323,7 +309,7 @@ async def ensure_volcano_crds(admin: AioClusterClient) -> None:
         except KubeError as e:
             if e.code != 422 or ".default: Invalid value" not in str(e):
                 raise
-            await admin.create(CRDS, _for_1_20(crd))
+            await admin.create(CRDS, for_1_20(crd))
         await established(admin, crd["metadata"]["name"])
 
 

@@ -1,16 +1,24 @@
-"""``vgpu-guard sandbox``: the API double on its own, like a cluster, for any Kubernetes client.
+"""``vgpu-guard sandbox``: a cluster on this machine for any Kubernetes client, real where it can be.
 
-It serves the double (``vgpu_guard.apidouble``) over loopback HTTPS with our CRDs and Volcano's
-installed and writes a kubeconfig, so ``kubectl``, the official client or our own processes can
-talk to it. With ``--with-guard`` it also runs our webhook and controller as child processes
-(``vgpu-guard serve webhook`` / ``serve controller``, TLS from a CA generated here) and registers
-them by creating the chart's webhook configurations, rendered with ``webhooks.urlOverride``
+Two backends, one interface (a kubeconfig and the same commands):
+
+- ``real``: the project's control plane (``vgpu_guard.controlplane``: kube-apiserver,
+  kube-controller-manager and kube-scheduler 1.20.2 with etcd), when its build is cached
+  (``--build`` builds it, about 5 minutes, root on Debian). Our CRDs and Volcano's are installed;
+  nodes have no kubelet, so the sandbox keeps every Node's Ready condition fresh (the node
+  lifecycle controller would otherwise mark them NotReady after 40 s and taint them).
+- ``double``: the API double (``vgpu_guard.apidouble``) in memory, the fallback when no build is
+  cached. RBAC is off (every token may do everything).
+
+The first line printed names the backend and, for the double, why. With ``--with-guard`` the
+sandbox also runs our webhook and controller as child processes (``vgpu-guard serve webhook`` /
+``serve controller``, TLS from a CA generated here) and registers them by creating the chart's
+webhook configurations, rendered with ``webhooks.urlOverride``
 (``vgpu_guard/data/sandbox/webhook-configurations.yaml``), pointed at the local webhook with that
 CA as caBundle. A stand-in for the device plugin confirms each binding
-(``volcano.sh/bind-phase=success``), as ``simulate`` does.
-
-Everything lives in memory: Ctrl-C (or SIGTERM) stops the children and the server and the state
-is gone. RBAC is off (every token may do everything); there are no nodes until you create them.
+(``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops the children and the server, and
+the state is gone (the real backend's etcd lives in a temporary directory). There are no nodes
+until you create them (e.g. from ``examples/simulate/``).
 """
 
 from __future__ import annotations
@@ -21,25 +29,32 @@ import base64
 import contextlib
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from vgpu_guard.apidouble.server import RunningDouble, serve_double, write_kubeconfig
-from vgpu_guard.apidouble.store import Store
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.resources import CRDS, MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
+from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource
+
+if TYPE_CHECKING:
+    from vgpu_guard.controlplane import Binaries
 
 __all__ = ["add_parser", "run"]
+
+Obj = dict[str, Any]
+Register = Callable[[Resource, Obj], Awaitable[object]]
+Helper = Callable[[], Coroutine[Any, Any, None]]
 
 NAMESPACE = "vgpu-guard"
 # The URL base the packaged webhook configurations were rendered with (tests/manifests/chart.py).
@@ -48,20 +63,38 @@ _HOST = "127.0.0.1"
 _READY_SECONDS = 60.0
 _STOP_SECONDS = 15.0
 _CONFIRM_INTERVAL = 0.2
+_HEARTBEAT_SECONDS = 5.0
+BACKENDS = ("auto", "real", "double")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sandbox",
-        help="serve an in-memory API server (the API double) with our CRDs, optionally with the guard",
-        description="Serve the API double on 127.0.0.1 over HTTPS with the vgpu-guard and Volcano CRDs "
-        "installed and write a kubeconfig for it; with --with-guard also run `vgpu-guard serve webhook` "
-        "and `serve controller` against it and register the webhook. State is in memory only: Ctrl-C "
-        "stops everything and the state is lost. RBAC is off; create Nodes (with the "
-        "volcano.sh/node-vgpu-register annotation) yourself, e.g. from examples/simulate/.",
+        help="a local cluster for kubectl: the real control plane when built, else the API double",
+        description="Start a cluster on 127.0.0.1 with the vgpu-guard and Volcano CRDs installed and "
+        "write a kubeconfig for it: the real control plane (kube-apiserver, kube-controller-manager, "
+        "kube-scheduler 1.20.2) when its build is cached (--build builds it), else the in-memory API "
+        "double; the first line says which. With --with-guard also run `vgpu-guard serve webhook` and "
+        "`serve controller` against it and register the webhook. Ctrl-C stops everything and the state "
+        "is lost. Create Nodes (with the volcano.sh/node-vgpu-register annotation) yourself, e.g. from "
+        "examples/simulate/; on the real control plane the sandbox keeps them Ready.",
     )
     parser.add_argument("--kubeconfig", required=True, metavar="FILE", help="where to write the kubeconfig")
-    parser.add_argument("--port", type=int, default=0, help="API server port (default: any free port)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="API server port of the double (default: any free port)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="`real`: the control plane (fails when it is neither cached nor built with --build); "
+        "`double`: the API double; `auto` (default): real when available, else the double",
+    )
+    parser.add_argument(
+        "--build",
+        action="store_true",
+        help="build the real control plane first when it is not cached (root on Debian, ~5 minutes)",
+    )
     parser.add_argument(
         "--with-guard",
         action="store_true",
@@ -109,15 +142,6 @@ def _free_port() -> int:
         return port
 
 
-def _install(store: Store) -> None:
-    store.create(
-        NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-    )
-    for crd in _crd_files():
-        store.create(CRDS, crd)
-
-
 class _Child:
     """One ``vgpu-guard serve`` child process, its log file and its operations port."""
 
@@ -163,17 +187,8 @@ class _Child:
             await process.wait()
 
 
-async def _confirm_allocations(store: Store) -> None:
-    """The device plugin's stand-in (see ``simulation.confirm_allocations``), every 200 ms."""
-    from vgpu_guard.cli.simulation import confirm_allocations
-
-    while True:
-        with contextlib.suppress(KubeError):  # a pod deleted meanwhile: the next round sees it
-            confirm_allocations(store)
-        await asyncio.sleep(_CONFIRM_INTERVAL)
-
-
-async def _start_guard(api: RunningDouble, workdir: Path) -> list[_Child]:
+def _serving_files(workdir: Path) -> bytes:
+    """A CA and a serving certificate for 127.0.0.1 written to ``workdir``; returns the CA PEM."""
     now = datetime.now(UTC)
     ca = generate_ca(now=now, validity=timedelta(days=30))
     spec = ServingSpec(service="vgpu-guard-webhook", namespace=NAMESPACE, ip_addresses=(_HOST,))
@@ -181,6 +196,12 @@ async def _start_guard(api: RunningDouble, workdir: Path) -> list[_Child]:
     (workdir / "tls.crt").write_bytes(serving.cert_pem)
     (workdir / "tls.key").write_bytes(serving.key_pem)
     (workdir / "tls.key").chmod(0o600)
+    return ca.cert_pem
+
+
+async def _start_guard(kubeconfig: Path, workdir: Path, register: Register) -> list[_Child]:
+    """Run ``serve webhook`` and ``serve controller`` on ``kubeconfig``; register the webhook."""
+    ca_pem = _serving_files(workdir)
     port = _free_port()
     config = {
         "scheduling": {"routing": True},
@@ -195,37 +216,118 @@ async def _start_guard(api: RunningDouble, workdir: Path) -> list[_Child]:
     children = []
     for component in ("webhook", "controller"):
         child = _Child(component, workdir / f"{component}.log", _free_port())
-        argv = [
-            sys.executable,
-            "-m",
-            "vgpu_guard.cli.main",
-            "serve",
-            component,
-            "--config",
-            str(workdir / "config.yaml"),
-            "--kubeconfig",
-            str(api.kubeconfig),
-            "--cert-mode",
-            "files",
-            "--namespace",
-            NAMESPACE,
-            "--identity",
-            f"sandbox-{component}",
-            "--metrics-port",
-            str(child.ops_port),
-        ]
+        argv = [sys.executable, "-m", "vgpu_guard.cli.main", "serve", component]
+        argv += ["--config", str(workdir / "config.yaml"), "--kubeconfig", str(kubeconfig)]
+        argv += ["--cert-mode", "files", "--namespace", NAMESPACE, "--identity", f"sandbox-{component}"]
+        argv += ["--metrics-port", str(child.ops_port)]
         children.append(child)
         await child.start(argv, dict(os.environ))
     for child in children:
         await child.wait_ready()
-    for config_obj in webhook_configurations(f"https://{_HOST}:{port}", ca.cert_pem):
-        resource = (
-            MUTATING_WEBHOOKS if config_obj["kind"] == "MutatingWebhookConfiguration" else VALIDATING_WEBHOOKS
-        )
-        api.store.create(resource, config_obj)
+    for config_obj in webhook_configurations(f"https://{_HOST}:{port}", ca_pem):
+        mutating = config_obj["kind"] == "MutatingWebhookConfiguration"
+        await register(MUTATING_WEBHOOKS if mutating else VALIDATING_WEBHOOKS, config_obj)
     print(f"webhook:    https://{_HOST}:{port} (log {children[0].log})")
     print(f"controller: leader-elected, Lease {NAMESPACE}/vgpu-guard-controller (log {children[1].log})")
     return children
+
+
+@dataclass
+class _Cluster:
+    """What both backends hand the shared part: the kubeconfig, how to create, what runs beside."""
+
+    kubeconfig: Path
+    register: Register
+    background: list[Helper]  # for as long as the sandbox runs
+    with_guard: list[Helper]  # beside our processes (device plugin stand-in)
+
+
+# -- the double ---------------------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str]]:
+    from vgpu_guard.apidouble.server import serve_double
+    from vgpu_guard.kube.resources import CRDS, NAMESPACES
+
+    async with serve_double(workdir, host=_HOST, port=port) as api:
+        api.store.create(
+            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        for crd in _crd_files():
+            api.store.create(CRDS, crd)
+
+        async def register(resource: Resource, obj: Obj) -> object:
+            return api.store.create(resource, obj)
+
+        async def confirm() -> None:
+            from vgpu_guard.cli.simulation import confirm_allocations
+
+            while True:  # the device plugin's stand-in, as ``simulate`` has it
+                with contextlib.suppress(KubeError):  # a pod deleted meanwhile: the next round sees it
+                    confirm_allocations(api.store)
+                await asyncio.sleep(_CONFIRM_INTERVAL)
+
+        yield _Cluster(api.kubeconfig, register, [], [confirm]), api.url
+
+
+# -- the real control plane -----------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def _real(workdir: Path, binaries: Binaries) -> AsyncIterator[tuple[_Cluster, str]]:
+    from vgpu_guard.cli.sandbox_cluster import confirm_bindings, install, keep_nodes_ready
+    from vgpu_guard.controlplane import ControlPlane, StartError
+    from vgpu_guard.kube.aio import AioClusterClient
+
+    plane = ControlPlane(binaries, workdir / "control-plane")
+    try:
+        await asyncio.to_thread(plane.start)
+    except StartError as e:
+        raise RuntimeError(
+            f"the real control plane did not start: {e}; --backend double runs the API double"
+        ) from None
+    try:
+        admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
+        try:
+            await install(admin, NAMESPACE, list(_crd_files()))
+
+            async def register(resource: Resource, obj: Obj) -> object:
+                return await admin.create(resource, obj)
+
+            cluster = _Cluster(
+                plane.kubeconfig,
+                register,
+                [lambda: keep_nodes_ready(admin, _HEARTBEAT_SECONDS)],
+                [lambda: confirm_bindings(admin)],
+            )
+            yield cluster, plane.server
+        finally:
+            await admin.close()
+    finally:
+        await asyncio.to_thread(plane.stop)
+
+
+def _choose(args: argparse.Namespace) -> tuple[Binaries | None, str]:
+    """The control plane's binaries (None for the double) and the first line that says so."""
+    from vgpu_guard.controlplane import BuildError, Unavailable, cached_binaries, ensure_built
+    from vgpu_guard.controlplane.build import unavailable_reason
+
+    if args.backend == "double":
+        return None, "backend: API double (in memory; --backend double)"
+    binaries = cached_binaries()
+    if binaries is None and args.build:
+        try:
+            binaries = ensure_built(lambda line: print(f"control-plane: {line}", file=sys.stderr, flush=True))
+        except (BuildError, Unavailable) as e:
+            if args.backend == "real":
+                raise RuntimeError(f"cannot build the real control plane: {e}") from None
+            return None, f"backend: API double (in memory; building the real control plane failed: {e})"
+    if binaries is not None:
+        return binaries, (
+            f"backend: real control plane, Kubernetes {binaries.version} "
+            "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)"
+        )
+    why = unavailable_reason() or "no cached build; `vgpu-guard sandbox --build` builds it (~5 minutes)"
+    if args.backend == "real":
+        raise RuntimeError(f"--backend real: {why}")
+    return None, f"backend: API double (in memory; no real control plane: {why})"
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -234,37 +336,58 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     target = Path(args.kubeconfig)
+    binaries, first_line = _choose(args)
+    print(first_line, flush=True)
+    if args.with_guard and binaries is None and importlib.util.find_spec("celpy") is None:
+        print(
+            "error: --with-guard on the API double registers the chart's webhook configurations, whose "
+            "matchConditions (CEL) the double evaluates with cel-python: pip install cel-python",
+            file=sys.stderr,
+        )
+        return 2
     with tempfile.TemporaryDirectory(prefix="vgpu-guard-sandbox-") as tmp:
         workdir = Path(tmp)
-        async with serve_double(workdir, host=_HOST, port=args.port) as api:
-            _install(api.store)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_kubeconfig(target, url=api.url, ca_pem=api.tls.ca_pem, users={"admin": api.admin_token})
-            print(f"API server: {api.url} (in memory: everything is lost when it stops)")
+        backend = _double(workdir, args.port) if binaries is None else _real(workdir, binaries)
+        async with backend as (cluster, url):
+            _publish(cluster.kubeconfig, target)
+            where = "in memory" if binaries is None else "etcd in a temporary directory"
+            print(f"API server: {url} ({where}: everything is lost when it stops)")
             print(f"kubeconfig: {target}")
-            children: list[_Child] = []
-            helpers: list[asyncio.Task[None]] = []
-            code = 0
-            try:
-                if args.with_guard:
-                    children = await _start_guard(api, workdir)
-                    helpers.append(asyncio.create_task(_confirm_allocations(api.store)))
-                print("ready; Ctrl-C stops everything", flush=True)
-                code = await _serve_until_stopped(stop, children)
-            except RuntimeError as e:
-                print(f"error: {e}", file=sys.stderr)
-                for child in children:
-                    if child.log.exists():
-                        sys.stderr.write(child.log.read_text("utf-8", errors="replace")[-4000:])
-                code = 1
-            finally:
-                for task in helpers:
-                    task.cancel()
-                await asyncio.gather(*helpers, return_exceptions=True)
-                for child in children:
-                    await child.stop()
+            code = await _run_cluster(args, cluster, workdir, stop)
     print("stopped", flush=True)
     return code
+
+
+def _publish(kubeconfig: Path, target: Path) -> None:
+    """The admin kubeconfig where the user asked for it (self-contained: the CA is inline)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kubeconfig, target)
+    target.chmod(0o600)
+
+
+async def _run_cluster(
+    args: argparse.Namespace, cluster: _Cluster, workdir: Path, stop: asyncio.Event
+) -> int:
+    children: list[_Child] = []
+    helpers = cluster.background + (cluster.with_guard if args.with_guard else [])
+    tasks = [asyncio.create_task(helper()) for helper in helpers]
+    try:
+        if args.with_guard:
+            children = await _start_guard(cluster.kubeconfig, workdir, cluster.register)
+        print("ready; Ctrl-C stops everything", flush=True)
+        return await _serve_until_stopped(stop, children)
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        for child in children:
+            if child.log.exists():
+                sys.stderr.write(child.log.read_text("utf-8", errors="replace")[-4000:])
+        return 1
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for child in children:
+            await child.stop()
 
 
 async def _serve_until_stopped(stop: asyncio.Event, children: list[_Child]) -> int:
@@ -284,11 +407,8 @@ async def _serve_until_stopped(stop: asyncio.Event, children: list[_Child]) -> i
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.with_guard and importlib.util.find_spec("celpy") is None:
-        print(
-            "error: --with-guard registers the chart's webhook configurations, whose matchConditions "
-            "(CEL) the sandbox evaluates with cel-python: pip install cel-python",
-            file=sys.stderr,
-        )
+    try:
+        return asyncio.run(_main(args))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(_main(args))
