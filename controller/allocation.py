@@ -24,13 +24,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from vgpu_guard.controller.binder import Binder, Waiting
+from vgpu_guard.controller.inputs import InputSource, ListedInputs, list_all
 from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.controller.unplaceable import UnplaceableMemo
 from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
 from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
 from vgpu_guard.engine.assignment import (
@@ -41,7 +44,7 @@ from vgpu_guard.engine.assignment import (
     encode_assignment,
     hold_larger,
 )
-from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import (
     Allocation,
@@ -54,6 +57,7 @@ from vgpu_guard.engine.ledger import (
     encode_ledger,
     gpu_usage,
 )
+from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import (
     GROUP_ANNOTATIONS,
     PodRequest,
@@ -64,17 +68,14 @@ from vgpu_guard.engine.pod_request import (
 from vgpu_guard.engine.scheduling import PodFacts, Workloads, pod_facts
 from vgpu_guard.engine.untrusted import plain_int
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
+from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
     EVENTS,
     LEDGERS,
     NAMESPACES,
-    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
-    PODGROUPS,
     PODS,
-    QUEUES,
     Resource,
 )
 from vgpu_guard.logs import audit
@@ -168,8 +169,24 @@ class AllocationController:
         clock: Clock = time.time,
         registry: CollectorRegistry = REGISTRY,
         metrics: AllocationMetrics | None = None,
+        inputs: InputSource | None = None,
+        write_concurrency: int = WRITE_CONCURRENCY,
     ) -> None:
         self.client = client
+        # Fresh LISTs every pass unless told otherwise (run_controller passes its informers).
+        self.inputs: InputSource = inputs or ListedInputs(client)
+        self.write_concurrency = write_concurrency
+        # Events leave in the background when set (the run loop); settle() waits for them.
+        self.background_events = False
+        self._events: set[asyncio.Task[None]] = set()
+        # Decoded ledgers and parsed pod facts by resourceVersion: a pass re-parses only what changed.
+        self._decoded: dict[str, tuple[str, NodeLedger]] = {}
+        self._facts: dict[str, tuple[tuple[str, str], PodFacts]] = {}
+        self._requests: dict[str, tuple[str, PodRequest | PodRequestError | None]] = {}
+        self._unplaceable = UnplaceableMemo()
+        self.binder = Binder(self._bind, concurrency=write_concurrency)
+        self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
+        self._placed_count = 0
         self.config = config
         self.identity = identity
         self.clock = clock
@@ -183,30 +200,72 @@ class AllocationController:
     # --- reads ---------------------------------------------------------------------------------
 
     async def _list(self, resource: Resource, *, optional: bool = False) -> list[Obj]:
-        items: list[Obj] = []
-        token: str | None = None
-        while True:
-            try:
-                page = await self.client.list(resource, limit=500, continue_token=token)
-            except (NotFound, Unsupported):
-                if optional:  # Volcano's CRDs are not installed: no queues, no podgroups
-                    return []
-                raise
-            items.extend(page.items)
-            if not page.continue_token:
-                return items
-            token = page.continue_token
+        return await list_all(self.client, resource, optional=optional)
+
+    def _pod_facts(self, pod: Obj) -> PodFacts:
+        """``pod_facts`` once per pod version (a steady pass re-reads every bound pod)."""
+        meta = _meta(pod)
+        uid = str(meta.get("uid"))
+        key = (str(meta.get("resourceVersion") or ""), _node_name(pod))
+        cached = self._facts.get(uid)
+        if cached is not None and cached[0] == key and key[0]:
+            return cached[1]
+        facts = pod_facts(pod)
+        self._facts[uid] = (key, facts)
+        return facts
+
+    def _pod_request(self, pod: Obj) -> PodRequest | None:
+        """``pod_request`` (with its facts) once per pending pod version; raises as it does."""
+        meta = _meta(pod)
+        uid, rv = str(meta.get("uid")), str(meta.get("resourceVersion") or "")
+        cached = self._requests.get(uid)
+        if cached is not None and rv and cached[0] == rv:
+            if isinstance(cached[1], PodRequestError):
+                raise cached[1]
+            return cached[1]
+        try:
+            request = pod_request(pod, self.config.nvidia)
+        except PodRequestError as e:
+            self._requests[uid] = (rv, e)
+            raise
+        if request is not None:
+            request = replace(request, facts=self._pod_facts(pod))
+        self._requests[uid] = (rv, request)
+        return request
+
+    def _forget_gone(self, pods: Mapping[str, Obj]) -> None:
+        """Drop parse caches of pods that are gone, when they have grown well past the cluster."""
+        if len(self._facts) > 2 * len(pods) + 1000:
+            self._facts = {u: v for u, v in self._facts.items() if u in pods}
+        if len(self._requests) > 2 * len(pods) + 1000:
+            self._requests = {u: v for u, v in self._requests.items() if u in pods}
+
+    def _decode(self, obj: Obj) -> NodeLedger:
+        """``decode_ledger`` once per ledger version; raises LedgerError as it does."""
+        meta = _meta(obj)
+        name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
+        cached = self._decoded.get(name)
+        if cached is not None and rv and cached[0] == rv:
+            return cached[1]
+        ledger = decode_ledger(obj)
+        self._unplaceable.epoch.ledger_changed(cached[1] if cached is not None else None, ledger)
+        self._decoded[name] = (rv, ledger)
+        return ledger
 
     # --- writes --------------------------------------------------------------------------------
 
-    async def _write_ledger(self, old: NodeLedger, new: NodeLedger) -> None:
-        body = encode_ledger(new)
+    async def _write_ledger(self, old: NodeLedger, new: NodeLedger, info: NodeInfo | None = None) -> None:
+        # The summary (kubectl columns) rides in the same CAS write; ``info``: the node's registration.
+        summary = ledger_summary(new, info, self.config.nvidia.gpu_memory_factor)
+        body = encode_ledger(new, summary)
         if old.resource_version is None:
             if not new.allocations:
                 return
-            await self.client.create(LEDGERS, body)
+            written = await self.client.create(LEDGERS, body)
         else:
-            await self.client.replace(LEDGERS, body)
+            written = await self.client.replace(LEDGERS, body)
+        if isinstance(written, dict) and written.get("metadata"):
+            self.inputs.wrote_ledger(written)
 
     async def _event(
         self, obj: Mapping[str, Any], *, reason: str, message: str, type_: str = "Normal"
@@ -257,7 +316,9 @@ class AllocationController:
                 continue
             node = _node_name(pod) or reserved.get(str(_meta(pod).get("uid")))
             if node:
-                placed.append((pod_facts(pod), node))
+                placed.append((self._pod_facts(pod), node))
+        self._unplaceable.epoch.placed_pods(f.uid for f, _ in placed)
+        self._placed_count = len(placed)
         needs_volumes = any(f.claims for f in pending)
         needs_namespaces = any(
             t.namespace_selector is not None for f in pending for t in (*f.affinity, *f.anti_affinity)
@@ -303,15 +364,49 @@ class AllocationController:
             result.errors.append(f"pods/status {meta.get('namespace')}/{meta.get('name')}: {e}")
             return
         self.metrics.unschedulable.inc()
-        await self._event(pod, reason="FailedScheduling", message=message, type_="Warning")
+        self._emit(self._event(pod, reason="FailedScheduling", message=message, type_="Warning"))
+
+    async def _confirm_missing(self, ledgers: Mapping[str, NodeLedger], by_uid: dict[str, Obj]) -> None:
+        """Ask the server about ledger entries whose pod the cache does not hold (yet).
+
+        A cache may lag the ledgers it is compared with: a pod created and reserved moments ago
+        can be missing from it. Releasing such an entry would free capacity a bound pod may use,
+        so before a release for "deleted" the pod is read; a pod with the same UID is kept.
+        """
+        missing = [
+            entry
+            for ledger in ledgers.values()
+            for uid, entry in ledger.allocations.items()
+            if uid not in by_uid
+        ]
+
+        async def confirm(entry: Allocation) -> None:
+            try:
+                pod = await self.client.get(PODS, entry.name, namespace=entry.namespace)
+            except NotFound:
+                return
+            if str(_meta(pod).get("uid")) == entry.pod_uid:
+                by_uid[entry.pod_uid] = pod
+
+        await _concurrently((confirm(e) for e in missing), self.write_concurrency)
 
     # --- the pass ------------------------------------------------------------------------------
 
     async def run_once(self) -> PassResult:
         """One deterministic pass (see the module docstring); never raises for API errors."""
         result = PassResult()
+        started = time.monotonic()
         try:
             await self._pass(result)
+            log.debug(
+                "pass: %.1f ms, %d pending, %d reserved, %d bound",
+                (time.monotonic() - started) * 1000,
+                result.pending,
+                len(result.reserved),
+                len(result.bound),
+            )
+            if not self.background_events:
+                await self.flush_events()
         except Conflict as e:
             self.metrics.conflicts.inc()
             result.conflicts += 1
@@ -344,11 +439,8 @@ class AllocationController:
         now = int(self.clock())
         nvidia = self.config.nvidia
         # Ledgers first, then pods: see the module docstring for why the order matters.
-        ledger_objs = await self._list(LEDGERS)
-        pods = await self._list(PODS)
-        node_objs = await self._list(NODES)
-        queues = await self._list(QUEUES, optional=True)
-        podgroups = await self._list(PODGROUPS, optional=True)
+        inputs = await self.inputs.read(self.config)
+        ledger_objs, pods, node_objs = inputs.ledgers, inputs.pods, inputs.nodes
 
         ledgers: dict[str, NodeLedger] = {}
         bad: set[str] = set()
@@ -357,7 +449,7 @@ class AllocationController:
             # is ~130 MB the rest of the pass does not need.
             obj = ledger_objs.pop()
             try:
-                ledger = decode_ledger(obj)
+                ledger = self._decode(obj)
             except LedgerError as e:
                 name = str(_meta(obj).get("name"))
                 bad.add(name)
@@ -366,10 +458,13 @@ class AllocationController:
                 continue
             ledgers[ledger.node] = ledger
         self._bad_ledgers = bad
-        view = ClusterView.from_objects(
-            [o for o in node_objs if _meta(o).get("name") not in bad] + queues + podgroups, self.config
-        )
+        view = inputs.view
+        if bad:
+            view = replace(view, nodes={n: i for n, i in view.nodes.items() if n not in bad})
         by_uid = {str(_meta(p).get("uid")): p for p in pods}
+        self._forget_gone(by_uid)
+        if not inputs.fresh:
+            await self._confirm_missing(ledgers, by_uid)
 
         # 1. release, verify and adopt ---------------------------------------------------------
         updated = dict(ledgers)
@@ -443,7 +538,7 @@ class AllocationController:
         for name, new in updated.items():
             old = ledgers.get(name) or NodeLedger(node=name)
             if new.allocations != old.allocations:
-                await self._write_ledger(old, new)
+                await self._write_ledger(old, new, view.nodes.get(name))
         for entry, name, reason in released:
             self.metrics.releases.labels(reason).inc()
             result.released.append(entry.key)
@@ -475,7 +570,7 @@ class AllocationController:
 
         # 2. decide -----------------------------------------------------------------------------
         whole: dict[str, int] = {}
-        busy: set[str] = set()
+        busy: dict[str, str] = {}  # node -> the pod in bind-phase=allocating it waits for
         timeout = self.config.scheduling.allocating_timeout_seconds
         for pod in pods:
             node = _node_name(pod)
@@ -486,7 +581,7 @@ class AllocationController:
             if notes.get(BIND_PHASE) == "allocating" and notes.get(VGPU_NODE) == node:
                 started = plain_int(str(notes.get(BIND_TIME, "0"))) or 0
                 if now - started < timeout:
-                    busy.add(node)
+                    busy[node] = str(_meta(pod).get("uid"))
                 else:
                     await self._once(
                         pod,
@@ -508,7 +603,9 @@ class AllocationController:
                 )
         scheduler = self.config.scheduling.scheduler_name
         pending: list[tuple[PodRequest, Obj]] = []
-        reports: list[tuple[Obj, str]] = []  # PodScheduled=False + Event, sent together below
+        reports: list[
+            tuple[Obj, str, str]
+        ] = []  # (pod, message, PENDING_REASONS entry)  # PodScheduled=False + Event, sent together below
         for pod in pods:
             spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
             assert isinstance(spec, Mapping)
@@ -517,9 +614,9 @@ class AllocationController:
             if _meta(pod).get("deletionTimestamp"):
                 continue
             try:
-                request = pod_request(pod, nvidia)
+                request = self._pod_request(pod)
             except PodRequestError as e:
-                reports.append((pod, f"cannot read the vGPU request: {e}"))
+                reports.append((pod, f"cannot read the vGPU request: {e}", "invalid-request"))
                 continue
             if request is None:
                 reports.append(
@@ -527,10 +624,11 @@ class AllocationController:
                         pod,
                         f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
                         "or add a volcano.sh/vgpu-number limit",
+                        "invalid-request",
                     )
                 )
                 continue
-            pending.append((replace(request, facts=pod_facts(pod)), pod))
+            pending.append((request, pod))
         workloads = await self._workloads(pods, ledgers, [req.facts for req, _ in pending if req.facts])
         allocator = Allocator(view, ledgers, config=self.config, whole_card=whole, workloads=workloads)
         result.pending = len(pending)
@@ -544,25 +642,31 @@ class AllocationController:
                 running[key] = running.get(key, 0) + 1
         units = self._units(pending, view, running)
         reserved_before = {req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None}
-        committed_nodes: set[str] = set()
-        for name in view.nodes:
-            for entry in allocator.ledger(name).allocations.values():
-                if entry.committed and entry.pod_uid in objects:
-                    committed_nodes.add(name)
         to_commit: list[str] = []
+        memo = self._unplaceable.signature(inputs.generation, placed_pods=self._placed_count)
+        self._unplaceable.forget_others(objects)
         for members, min_member, already in units:
             if min_member <= 1 and len(members) == 1:
-                placed = allocator.place(members[0], now=now)
+                single = members[0]
+                version = str(_meta(objects[single.uid]).get("resourceVersion") or "")
+                known = self._unplaceable.known(single, version, memo)
+                if known is not None:  # nothing that could change the answer changed
+                    reports.append((objects[single.uid], known[0], known[1]))
+                    continue
+                placed = allocator.place(single, now=now)
                 if isinstance(placed, Unplaceable):
-                    reports.append((objects[members[0].uid], placed.message))
+                    self._unplaceable.remember(single, version, memo, (placed.message, placed.cause))
+                    reports.append((objects[single.uid], placed.message, placed.cause))
                     continue
                 allocator.commit(placed)
-                if members[0].uid not in reserved_before:
-                    result.reserved.append(members[0].key)
-                node = placed.node
-                if not placed.allocation.committed and node not in busy and node not in committed_nodes:
-                    to_commit.append(members[0].uid)
-                    committed_nodes.add(node)
+                if single.uid not in reserved_before:
+                    result.reserved.append(single.key)
+                # A single pod's reservation is never released because a decision changed (only
+                # when it ends), so it is committed in the write that reserves it: all the pods
+                # decided on a node share one ledger write, and are bound one by one as the
+                # plugin's handshake allows (``_bindable``).
+                if not placed.allocation.committed:
+                    to_commit.append(single.uid)
                 continue
             outcome = allocator.place_gang(members, min_member=min_member, running=already, now=now)
             for uid in outcome.released:
@@ -571,10 +675,10 @@ class AllocationController:
                 self.metrics.releases.labels("gang").inc()
             if not outcome.ok:
                 for failure in outcome.failures:
-                    reports.append((objects[failure.pod.uid], failure.message))
+                    reports.append((objects[failure.pod.uid], failure.message, failure.cause))
                 continue
             for failure in outcome.failures:
-                reports.append((objects[failure.pod.uid], failure.message))
+                reports.append((objects[failure.pod.uid], failure.message, failure.cause))
             fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
             result.reserved.extend(p.pod.key for p in fresh)
             if not fresh:
@@ -582,8 +686,6 @@ class AllocationController:
                 to_commit.extend(p.pod.uid for p in outcome.placements if not p.allocation.committed)
         for uid in to_commit:
             allocator.mark_committed(uid)
-
-        await _concurrently(self._unschedulable(pod, message, result) for pod, message in reports)
 
         # 3. write, then bind -------------------------------------------------------------------
         # Writes for different nodes, and bindings of different pods, are independent: they go out
@@ -602,17 +704,24 @@ class AllocationController:
                     log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
                     result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
                     return
-            writes.append(self._write_ledger(old, new))
-        await _concurrently(writes)
-        bindable = self._bindable(allocator, view, objects, busy)
+            writes.append(self._write_ledger(old, new, info))
+        await _concurrently(writes, self.write_concurrency)
+        before = len(self._bound_keys)
+        self.binder.failures.clear()
+        self.binder.offer(self._waiting(allocator, view, objects), busy)
+        if not self.background_events:
+            await self.binder.drain()
+            result.errors.extend(self.binder.failures)
+        result.bound.extend(self._bound_keys[before:])
+        # Reasons last: binds must not wait behind a flood of status patches for pods with no room.
+        self.metrics.set_pending_reasons(reason for _, _, reason in reports)
         await _concurrently(
-            self._bind(entry_node, entry, objects, now, result) for entry_node, entry in bindable
+            (self._unschedulable(pod, message, result) for pod, message, _ in reports), self.write_concurrency
         )
 
-    async def _bind(
-        self, entry_node: str, entry: Allocation, objects: Mapping[str, Obj], now: int, result: PassResult
-    ) -> None:
-        pod = objects[entry.pod_uid]
+    async def _bind(self, entry_node: str, entry: Allocation, pod: Obj) -> bool:
+        """POST the Binding with the device annotations; True when the pod was bound."""
+        now = int(self.clock())
         notes = allocation_annotations(
             entry, node=entry_node, now=now, memory_factor=self.config.nvidia.gpu_memory_factor
         )
@@ -623,9 +732,10 @@ class AllocationController:
         except (Conflict, NotFound) as e:
             # Bound by another replica already, or gone: the next pass sees which.
             log.info("binding %s to %s did not happen: %s", entry.key, entry_node, e)
-            return
+            return False
+        self.inputs.bound(pod, entry_node, notes)
         self.metrics.allocations.labels(entry_node).inc()
-        result.bound.append(entry.key)
+        self._bound_keys.append(entry.key)
         devices = notes[VGPU_IDS]
         audit(
             "allocation",
@@ -636,34 +746,39 @@ class AllocationController:
             queue=entry.queue,
             by=self.identity,
         )
-        await self._event(
-            pod,
-            reason="Scheduled",
-            message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
-        )
-
-    def _bindable(
-        self,
-        allocator: Allocator,
-        view: ClusterView,
-        pending: Mapping[str, Obj],
-        busy: set[str],
-    ) -> list[tuple[str, Allocation]]:
-        """Committed entries of pending pods, at most one per node without an allocating pod."""
-        out = []
-        for name in sorted(view.nodes):
-            if name in busy:
-                continue
-            candidates = sorted(
-                (
-                    e
-                    for e in allocator.ledger(name).allocations.values()
-                    if e.committed and e.pod_uid in pending
-                ),
-                key=lambda e: (e.reserved_at, e.pod_uid),
+        self._emit(
+            self._event(
+                pod,
+                reason="Scheduled",
+                message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
             )
-            if candidates:
-                out.append((name, candidates[0]))
+        )
+        return True
+
+    def _emit(self, event: Coroutine[Any, Any, None]) -> None:
+        """Send an Event without holding up the caller; ``flush_events`` waits for all of them."""
+        task = asyncio.ensure_future(event)
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def flush_events(self) -> None:
+        """Wait for the Events sent in the background so far (they log their own failures)."""
+        while self._events:
+            await asyncio.gather(*list(self._events), return_exceptions=True)
+
+    def _waiting(
+        self, allocator: Allocator, view: ClusterView, pending: Mapping[str, Obj]
+    ) -> dict[str, list[Waiting]]:
+        """Committed entries of pending pods, per node: the Binder binds them one at a time."""
+        out: dict[str, list[Waiting]] = {}
+        for name in view.nodes:
+            entries = [
+                Waiting(e, pending[e.pod_uid])
+                for e in allocator.ledger(name).allocations.values()
+                if e.committed and e.pod_uid in pending
+            ]
+            if entries:
+                out[name] = entries
         return out
 
     def _units(

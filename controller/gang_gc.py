@@ -10,7 +10,7 @@ precondition, so a placement re-created for a new gang of the same name is never
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vgpu_guard.engine.cluster import ClusterView
@@ -21,7 +21,7 @@ from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, PODGROUPS, PODS
 from vgpu_guard.logs import audit
 
-__all__ = ["release_finished_gangs"]
+__all__ = ["release_finished_gangs", "release_stale_placements"]
 
 log = logging.getLogger("vgpu_guard.controller.gangs")
 
@@ -56,8 +56,18 @@ async def release_finished_gangs(client: ClusterClient, config: GuardConfig) -> 
     except KubeError as e:
         log.warning("cannot list pods to release gang placements: %s", e)
         return []
-    live = frozenset((g[0], g[1]) for p in pods if _live(p) and (g := gang_of(p)) is not None)
     view = ClusterView.from_objects([*placements, *podgroups], config)
+    return await release_stale_placements(client, view, pods)
+
+
+async def release_stale_placements(
+    client: ClusterClient, view: ClusterView, pods: Iterable[Mapping[str, Any]]
+) -> list[tuple[str, str]]:
+    """Delete the placements ``view`` shows stale given ``pods`` (the run loop passes its caches,
+    so a settled controller sends no request here unless something is to be deleted)."""
+    if not view.gang_placements:
+        return []
+    live = frozenset((g[0], g[1]) for p in pods if _live(p) and (g := gang_of(p)) is not None)
     deleted = []
     for namespace, group in stale_placements(view, live_groups=live):
         uid = view.gang_placements[(namespace, group)].get("metadata", {}).get("uid")

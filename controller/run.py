@@ -1,9 +1,17 @@
-"""``run_controller``: leader election + watches that trigger allocation passes.
+"""``run_controller``: leader election + informers that feed and trigger allocation passes.
 
-Watches (pods, nodes, ledgers, podgroups, queues) only wake the loop; every pass re-reads what it
-decides on (``AllocationController``), so a missed or reordered event costs latency, never
-correctness, and the periodic resync covers anything a watch dropped. Only the Lease holder runs
-passes; a second replica that believes it leads is harmless (the ledger's CAS).
+Informers (client-go's reflector: list once, then watch; relist only on 410) keep pods, nodes,
+ledgers, Queues and PodGroups in memory (``CachedInputs``); every change wakes the loop and a pass
+decides from the cache, with no LIST on its path. Decoded ledgers, pod facts and the nodes'
+parsed registrations are reused until their resourceVersion changes, and an unplaceable pod is
+diagnosed again only when something that could make it fit changed (``unplaceable.py``). The
+ledger stays the single source of truth: every bind follows a compare-and-swap ledger write decided
+on the cached resourceVersion, and a lost race (409) re-decides from the next cache state. Only
+the Lease holder runs passes; a second replica that believes it leads is harmless (the CAS).
+
+Throughput comes from pipelining across nodes: all pods decided for a node share one ledger write,
+the plugin's handshake allows one binding in flight per node, and a pass binds on every node that
+is free at once (bounded concurrency, under the process's client QPS/burst, see kube/ratelimit.py).
 """
 
 from __future__ import annotations
@@ -16,42 +24,20 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from vgpu_guard.controller.allocation import AllocationController, Clock
-from vgpu_guard.controller.gang_gc import release_finished_gangs
+from vgpu_guard.controller.allocation import WRITE_CONCURRENCY, AllocationController, Clock
+from vgpu_guard.controller.gang_gc import release_stale_placements
+from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import Expired, KubeError, NotFound, Unsupported
-from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.kube.view_cache import ClusterCache
 
 __all__ = ["run_controller"]
 
 MAX_BACKOFF_SECONDS = 30.0
 
 log = logging.getLogger("vgpu_guard.controller")
-
-
-async def _watch(client: ClusterClient, resource: Resource, wake: asyncio.Event) -> None:
-    """Set ``wake`` on every change of ``resource``; relist on 410, back off on errors."""
-    delay = 0.5
-    while True:
-        try:
-            listed = await client.list(resource, limit=1)
-            wake.set()
-            async for _ in client.watch(
-                resource, resource_version=listed.resource_version, timeout_seconds=300
-            ):
-                wake.set()
-            delay = 0.5
-        except (NotFound, Unsupported):
-            return  # Volcano's CRDs are absent: nothing to watch
-        except Expired:
-            continue
-        except KubeError as e:
-            log.warning("watch of %s failed, retrying in %.1fs: %s", resource.plural, delay, e)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
 
 
 async def run_controller(
@@ -68,23 +54,39 @@ async def run_controller(
     max_passes: int = 50,
     elector: LeaderElector | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    cluster: ClusterCache | None = None,
+    write_concurrency: int = WRITE_CONCURRENCY,
 ) -> None:
     """Run until cancelled: lead, watch, settle; release the Lease on the way out.
 
     Pass ``elector`` to share leadership with other leader-only loops of the process (queue audit,
-    caBundle injection); by default a private one on ``lease_namespace/lease_name`` is used.
+    caBundle injection); by default a private one on ``lease_namespace/lease_name`` is used. Pass
+    ``cluster`` to share the process's node/ledger/queue caches (``serve``); otherwise the
+    controller runs its own.
     """
     metrics = AllocationMetrics(registry)
-    controller = AllocationController(client, config, identity=identity, clock=clock, metrics=metrics)
+    inputs = CachedInputs(client, cluster=cluster)  # informers keep their own (real) backoff
+    controller = AllocationController(
+        client,
+        config,
+        identity=identity,
+        clock=clock,
+        metrics=metrics,
+        inputs=inputs,
+        write_concurrency=write_concurrency,
+    )
+    controller.background_events = True
+    # A pod's handshake ending frees its node for the next binding at once, not at the next pass.
+    controller.binder.retry = inputs.changed.set
+    inputs.pods.add_handler(
+        lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
+    )
     if elector is None:
         elector = LeaderElector(
             client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
         )
-    wake = asyncio.Event()
-    watchers = [
-        asyncio.create_task(_watch(client, r, wake))
-        for r in (PODS, NODES, LEDGERS, PODGROUPS, QUEUES, GANG_PLACEMENTS)
-    ]
+    wake = inputs.changed
+    watchers = [asyncio.create_task(inputs.run(), name="controller-informers")]
     last_pass = float("-inf")
     backoff = retry_seconds
     # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s at
@@ -103,6 +105,12 @@ async def run_controller(
                 backoff = min(backoff * 2, backoff_cap) if elector.error else retry_seconds
                 await sleep(backoff)
                 continue
+            if not inputs.synced:
+                # Decide nothing from a half-filled cache (seed 001's crash came from one).
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(retry_seconds):
+                        await inputs.wait_synced()
+                continue
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
             if due:
                 wake.clear()
@@ -119,7 +127,9 @@ async def run_controller(
                 if results and results[-1].changed:
                     wake.set()  # not settled within max_passes: go on after renewing the Lease
                     continue
-                await release_finished_gangs(client, config)
+                await release_stale_placements(
+                    client, inputs.cluster.snapshot(config), inputs.pods.items.values()
+                )
             # Wake on a change; renew the Lease every retry period either way.
             with contextlib.suppress(TimeoutError):
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
@@ -130,6 +140,8 @@ async def run_controller(
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
+        await controller.binder.drain()
+        await controller.flush_events()
         await elector.release()
         metrics.leader.set(0)
         metrics.ledgers.snapshot = LedgerSnapshot()

@@ -67,6 +67,15 @@ class ProcessSettings(BaseModel):
         default=10, ge=1, alias="VGPU_GUARD_LEASE_RENEW_DEADLINE_SECONDS"
     )
     lease_retry_period_seconds: int = Field(default=2, ge=1, alias="VGPU_GUARD_LEASE_RETRY_PERIOD_SECONDS")
+    # The controller's client rate limit, as kube-scheduler's --kube-api-qps/--kube-api-burst
+    # (defaults equal): a token bucket over every request it sends; qps 0 is unlimited. Events
+    # have a bucket of their own (kube-scheduler's event client), the Lease is never throttled.
+    kube_api_qps: float = Field(default=50, ge=0, alias="VGPU_GUARD_KUBE_API_QPS")
+    kube_api_burst: int = Field(default=100, ge=1, alias="VGPU_GUARD_KUBE_API_BURST")
+    events_qps: float = Field(default=50, ge=0, alias="VGPU_GUARD_EVENTS_QPS")
+    events_burst: int = Field(default=100, ge=1, alias="VGPU_GUARD_EVENTS_BURST")
+    # Ledger writes, bindings and status reports one allocation pass keeps in flight at once.
+    write_concurrency: int = Field(default=16, ge=1, le=1024, alias="VGPU_GUARD_WRITE_CONCURRENCY")
     mutating_webhook_configurations: tuple[str, ...] = Field(
         default=(), alias="VGPU_GUARD_MUTATING_WEBHOOK_CONFIGURATIONS"
     )

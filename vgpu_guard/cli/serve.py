@@ -43,6 +43,7 @@ from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
 from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import setup_logging
 from vgpu_guard.ops_http import create_ops_app
@@ -249,6 +250,13 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
     from vgpu_guard.controller.run import run_controller
 
     settings, config, client = process.settings, process.config, process.client
+    # Paced like kube-scheduler's clients; the Lease keeps the unthrottled client, so a busy bucket
+    # can never cost the leadership (kube-scheduler's leader election has its own client too).
+    limited = RateLimitedClient(
+        client,
+        bucket(settings.kube_api_qps, settings.kube_api_burst),
+        events=bucket(settings.events_qps, settings.events_burst),
+    )
     elector = LeaderElector(
         client,
         name=settings.lease_name,
@@ -260,11 +268,13 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
     process.spawn(
         "allocation",
         lambda: run_controller(
-            client,
+            limited,
             config,
             identity=settings.pod_name,
             elector=elector,
             retry_seconds=float(settings.lease_retry_period_seconds),
+            cluster=cache,
+            write_concurrency=settings.write_concurrency,
         ),
     )
     process.spawn(

@@ -82,6 +82,9 @@ class Informer:
         absent_recheck_seconds: float = 30.0,
         # Injected so tests can run the retry loop without real waiting.
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        # Applied to every object before it is stored (client-go's SetTransform): keeps only what
+        # the reader needs, so 100,000 cached pods do not hold their managedFields and statuses.
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -93,6 +96,7 @@ class Informer:
         self.backoff = backoff or Backoff()
         self.absent_recheck_seconds = absent_recheck_seconds
         self._sleep = sleep
+        self._transform = transform
         self._items: dict[Key, Obj] = {}
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
@@ -184,7 +188,7 @@ class Informer:
                 continue_token=token,
             )
             for obj in page.items:
-                items[key_of(obj)] = obj
+                items[key_of(obj)] = self._transform(obj) if self._transform is not None else obj
             if not page.continue_token:
                 break
             token = page.continue_token
@@ -228,6 +232,8 @@ class Informer:
             if event.type == "BOOKMARK":
                 self.resource_version = rv or self.resource_version
                 continue
+            if self._transform is not None:
+                obj = self._transform(obj)
             key = key_of(obj)
             previous = self._items.get(key)
             if event.type == "DELETED":

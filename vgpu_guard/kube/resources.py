@@ -26,6 +26,7 @@ __all__ = [
     "PODS",
     "QUEUES",
     "SECRETS",
+    "SERVICE_ACCOUNTS",
     "VALIDATING_WEBHOOKS",
     "Resource",
 ]
@@ -70,6 +71,7 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io",
     "v1",

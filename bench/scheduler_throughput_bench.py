@@ -1,0 +1,531 @@
+"""Binds per second and pod -> bound latency: our controller against kube-scheduler, same control plane.
+
+    .venv/bin/python bench/scheduler_throughput_bench.py [--nodes 100] [--pods 2000] [--rate 300]
+        [--qps 500,0,50] [--latency-rates 50,200] [--smoke]
+
+For each client rate limit (``--qps``; 0 = unthrottled, given to kube-scheduler as 100,000) a fresh
+real control plane (kube-apiserver, kube-controller-manager, kube-scheduler 1.20.2 built by
+``scripts/control-plane build``) gets N fake Ready nodes (heartbeated; each registers 8 vGPU cards
+with the device plugin's annotation) and, one after the other in the same run:
+
+* ``kube-scheduler``: a stream of plain pods (10m CPU) into its own namespace;
+* ``vgpu-guard``: ``vgpu-guard serve controller`` as a subprocess with the same QPS/burst, and a
+  stream of vGPU pods (1 vGPU, 1024 MiB) with ``schedulerName: vgpu-guard``; a device-plugin stand-in
+  in this process confirms each assignment at once (``bind-phase=success``), as the real plugin does
+  after the kubelet's Allocate.
+
+Measured from one watch per side: pod created (the create request returned) -> first event showing
+``spec.nodeName``; p50/p99 latency, and sustained binds/s = pods / (last bind - first create).
+Requests per bind: the API server's own ``apiserver_request_total`` delta over the run, minus the
+requests this bench sent itself (pod creates, stand-in patches, heartbeats), split into Events and
+the rest. The ratio row is ours / kube-scheduler's in the same run.
+
+``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) on our
+side only, p50/p99 and whether a backlog grew (pods still unbound at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vgpu_guard.controlplane.build import cached_binaries, ensure_built
+from vgpu_guard.controlplane.launch import ControlPlane, free_port
+from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
+from vgpu_guard.kube.resources import CRDS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
+
+Obj = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[1]
+CRD_DIR = ROOT / "vgpu_guard" / "data" / "crds"
+GPUS = 8
+HEARTBEAT_SECONDS = 10
+UNTHROTTLED = 100_000
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_objects(name: str) -> tuple[Obj, Obj]:
+    records = "".join(f"GPU-{name}-{i},10,24576,NVIDIA-NVIDIA A10,true,hami-core:" for i in range(GPUS))
+    allocatable = {
+        "cpu": "64",
+        "memory": "512Gi",
+        "pods": "110",
+        "volcano.sh/vgpu-number": str(10 * GPUS),
+        "volcano.sh/vgpu-memory": str(24576 * GPUS),
+        "volcano.sh/vgpu-cores": str(100 * GPUS),
+    }
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name},
+            "annotations": {"volcano.sh/node-vgpu-register": records},
+        },
+        "spec": {},
+    }
+    now = _now()
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}
+    status = {
+        "status": {
+            "capacity": allocatable,
+            "allocatable": allocatable,
+            "conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        }
+    }
+    return node, status
+
+
+def pod_object(name: str, *, ours: bool) -> Obj:
+    container: Obj = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
+    if ours:
+        container["resources"] = {
+            "limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "1024"},
+            "requests": {"cpu": "10m"},
+        }
+    else:
+        container["resources"] = {"requests": {"cpu": "10m"}}
+    spec: Obj = {"containers": [container]}
+    if ours:
+        spec["schedulerName"] = "vgpu-guard"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+async def gather_bounded(calls: Iterable[Awaitable[Any]], limit: int = 32) -> None:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[Any]) -> None:
+        async with gate:
+            await call
+
+    await asyncio.gather(*(one(c) for c in calls))
+
+
+@contextlib.asynccontextmanager
+async def background(coro: Awaitable[None]) -> AsyncIterator[None]:
+    task = asyncio.ensure_future(coro)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+# -- the fleet ------------------------------------------------------------------------------------
+
+
+class Fleet:
+    def __init__(self, admin: AioClusterClient, count: int) -> None:
+        self.admin = admin
+        self.names = [f"node-{i:04d}" for i in range(count)]
+        self.requests = 0
+
+    async def create(self) -> None:
+        async def one(name: str) -> None:
+            node, status = node_objects(name)
+            await self.admin.create(NODES, node)
+            await self.admin.patch(NODES, name, status, subresource="status")
+
+        await gather_bounded(one(n) for n in self.names)
+        # New nodes carry node.kubernetes.io/not-ready until the lifecycle controller saw them Ready.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            page = await self.admin.list(NODES)
+            tainted = [n for n in page.items if (n.get("spec") or {}).get("taints")]
+            if not tainted:
+                return
+            await asyncio.sleep(1)
+        raise RuntimeError("nodes kept their not-ready taint for 120 s")
+
+    async def heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            now = _now()
+            ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}
+            body = {
+                "status": {"conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}]}
+            }
+            self.requests += len(self.names)
+            await gather_bounded(self.admin.patch(NODES, n, body, subresource="status") for n in self.names)
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    namespace: str
+    created: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    confirmations: int = 0
+    all_bound: asyncio.Event = field(default_factory=asyncio.Event)
+    expected: int = 0
+
+    def latencies_ms(self) -> list[float]:
+        return sorted((self.bound[n] - self.created[n]) * 1000 for n in self.bound if n in self.created)
+
+
+async def watch_binds(admin: AioClusterClient, side: Side, *, confirm: bool) -> None:
+    """Record when each pod is first seen bound; as the plugin stand-in, confirm ours at once."""
+    listed = await admin.list(PODS, namespace=side.namespace, limit=1)
+    rv = listed.resource_version
+    pending_confirms: set[asyncio.Task[None]] = set()
+    while True:
+        try:
+            async for event in admin.watch(
+                PODS, namespace=side.namespace, resource_version=rv, timeout_seconds=600
+            ):
+                obj = event.object
+                meta = obj.get("metadata") or {}
+                rv = meta.get("resourceVersion") or rv
+                name = meta.get("name")
+                if event.type == "BOOKMARK" or not name:
+                    continue
+                node = (obj.get("spec") or {}).get("nodeName")
+                if node and name not in side.bound:
+                    side.bound[name] = time.monotonic()
+                    if len(side.bound) >= side.expected > 0:
+                        side.all_bound.set()
+                notes = meta.get("annotations") or {}
+                if confirm and node and notes.get("volcano.sh/bind-phase") == "allocating":
+                    task = asyncio.ensure_future(_confirm(admin, side, name))
+                    pending_confirms.add(task)
+                    task.add_done_callback(pending_confirms.discard)
+        except (NotFound, Conflict):
+            return
+
+
+async def _confirm(admin: AioClusterClient, side: Side, name: str) -> None:
+    body = {"metadata": {"annotations": {"volcano.sh/bind-phase": "success"}}}
+    with contextlib.suppress(NotFound):
+        await admin.patch(PODS, name, body, namespace=side.namespace)
+        side.confirmations += 1
+
+
+async def stream(
+    admin: AioClusterClient, side: Side, *, count: int, rate: float, ours: bool, prefix: str
+) -> None:
+    """Create ``count`` pods at ``rate``/s (each create may overlap the next; the schedule is kept)."""
+    start = time.monotonic()
+    tasks = []
+
+    async def create(name: str) -> None:
+        await admin.create(PODS, pod_object(name, ours=ours), namespace=side.namespace)
+        side.created[name] = time.monotonic()
+
+    for i in range(count):
+        due = start + i / rate
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(create(f"{prefix}-{i:05d}")))
+    await asyncio.gather(*tasks)
+
+
+def apiserver_requests(plane: ControlPlane) -> dict[str, float]:
+    """``apiserver_request_total`` summed: all mutating requests and Event creates."""
+    ctx = ssl.create_default_context(cafile=str(plane.ca_file))
+    req = urllib.request.Request(
+        plane.server + "/metrics", headers={"Authorization": f"Bearer {plane.admin_token}"}
+    )
+    text = urllib.request.urlopen(req, context=ctx, timeout=30).read().decode()
+    total = events = 0.0
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        if 'verb="WATCH"' in labels or 'verb="LIST"' in labels:
+            continue
+        total += float(value)
+        if 'resource="events"' in labels and 'verb="POST"' in labels:
+            events += float(value)
+    return {"total": total, "events": events}
+
+
+def summarize(side: Side, requests: dict[str, float], own_requests: int) -> dict[str, Any]:
+    lat = side.latencies_ms()
+    binds = len(side.bound)
+    first_create = min(side.created.values()) if side.created else 0.0
+    last_bind = max(side.bound.values()) if side.bound else first_create
+    span = max(last_bind - first_create, 1e-9)
+    others = requests["total"] - requests["events"] - own_requests
+    return {
+        "pods": len(side.created),
+        "bound": binds,
+        "seconds": round(span, 2),
+        "binds_per_s": round(binds / span, 1),
+        "p50_ms": round(statistics.median(lat), 1) if lat else None,
+        "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1) if lat else None,
+        "requests_per_bind": round(others / binds, 2) if binds else None,
+        "events_per_bind": round(requests["events"] / binds, 2) if binds else None,
+    }
+
+
+# -- the two schedulers -----------------------------------------------------------------------------
+
+
+async def namespace_ready(admin: AioClusterClient, name: str) -> None:
+    with contextlib.suppress(AlreadyExists):
+        await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(NotFound):
+            account = await admin.get(SERVICE_ACCOUNTS, "default", namespace=name)
+            if account.get("secrets"):
+                return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"no default ServiceAccount token in {name}")
+
+
+async def run_side(
+    plane: ControlPlane,
+    admin: AioClusterClient,
+    fleet: Fleet,
+    *,
+    ours: bool,
+    pods: int,
+    rate: float,
+    tag: str,
+) -> dict[str, Any]:
+    side = Side(namespace=f"{tag}-{'ours' if ours else 'kube'}", expected=pods)
+    await namespace_ready(admin, side.namespace)
+    before = apiserver_requests(plane)
+    heartbeats_before = fleet.requests
+    async with background(watch_binds(admin, side, confirm=ours)):
+        await asyncio.sleep(0.5)  # the watch is open before the first pod
+        await stream(admin, side, count=pods, rate=rate, ours=ours, prefix="p")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(120.0, pods / 5)):
+                await side.all_bound.wait()
+        await asyncio.sleep(1.0)  # let the last confirmations land before counting requests
+    after = apiserver_requests(plane)
+    delta = {k: after[k] - before[k] for k in after}
+    own = pods + side.confirmations + (fleet.requests - heartbeats_before)
+    return summarize(side, delta, own)
+
+
+@contextlib.contextmanager
+def controller_process(
+    plane: ControlPlane, *, qps: int, burst: int, namespace: str, workdir: Path, policy: str
+) -> Any:
+    env = dict(os.environ)
+    env |= {
+        "VGPU_GUARD_KUBE_API_QPS": str(qps),
+        "VGPU_GUARD_KUBE_API_BURST": str(burst),
+        "VGPU_GUARD_EVENTS_QPS": str(qps),
+        "VGPU_GUARD_EVENTS_BURST": str(burst),
+        "POD_NAMESPACE": namespace,
+        "POD_NAME": "bench-controller",
+    }
+    config = workdir / f"config-{policy}.yaml"
+    config.write_text(yaml.safe_dump({"scheduling": {"policy": policy}}))
+    log = (workdir / f"controller-{qps}.log").open("wb")
+    argv = [
+        sys.executable, "-m", "vgpu_guard.cli.main", "serve", "controller",
+        "--kubeconfig", str(plane.kubeconfig), "--config", str(config),
+        "--metrics-port", str(free_port()), "--log-level", "warning",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+async def wait_leading(admin: AioClusterClient, namespace: str) -> None:
+    from vgpu_guard.kube.resources import LEASES
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(NotFound):
+            lease = await admin.get(LEASES, "vgpu-guard-controller", namespace=namespace)
+            if (lease.get("spec") or {}).get("holderIdentity") == "bench-controller":
+                return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the controller did not take its Lease within 60 s")
+
+
+async def install_crds(admin: AioClusterClient) -> None:
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        with contextlib.suppress(AlreadyExists):
+            await admin.create(CRDS, yaml.safe_load(path.read_text()))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(NotFound):
+            await admin.list(LEDGERS, limit=1)
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("GPULedger CRD not served")
+
+
+async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str, Any]:
+    binaries = cached_binaries() or ensure_built(
+        lambda line: print(f"control-plane: {line}", file=sys.stderr)
+    )
+    limit, burst = (qps, 2 * qps) if qps > 0 else (UNTHROTTLED, UNTHROTTLED)
+    plane = ControlPlane(
+        binaries,
+        workdir / f"plane-{qps}",
+        scheduler_args=[f"--kube-api-qps={limit}", f"--kube-api-burst={burst}"],
+    )
+    with plane:
+        admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
+        try:
+            await install_crds(admin)
+            fleet = Fleet(admin, args.nodes)
+            await fleet.create()
+            async with background(fleet.heartbeat()):
+                kube = await run_side(
+                    plane, admin, fleet, ours=False, pods=args.pods, rate=args.rate, tag="t"
+                )
+                await namespace_ready(admin, "vgpu-guard")
+                with controller_process(
+                    plane,
+                    qps=qps,
+                    burst=2 * qps if qps else 1,
+                    namespace="vgpu-guard",
+                    workdir=workdir,
+                    policy=args.policy,
+                ):
+                    await wait_leading(admin, "vgpu-guard")
+                    ours = await run_side(
+                        plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="t"
+                    )
+                    latency = []
+                    if qps == args.qps[0]:
+                        for i, rate in enumerate(args.latency_rates):
+                            pods = int(rate * args.latency_seconds)
+                            row = await run_side(
+                                plane, admin, fleet, ours=True, pods=pods, rate=rate, tag=f"l{i}"
+                            )
+                            row["rate"] = rate
+                            latency.append(row)
+        finally:
+            await admin.close()
+    ratio = ours["binds_per_s"] / kube["binds_per_s"] if kube["binds_per_s"] else None
+    return {
+        "qps": qps,
+        "kube_scheduler": kube,
+        "vgpu_guard": ours,
+        "ratio": round(ratio, 2) if ratio else None,
+        "latency": latency,
+    }
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    system = f"{platform.system()} {platform.machine()}"
+    return f"{system}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    head = (
+        "| client QPS/burst | scheduler | binds/s | p50 ms | p99 ms | requests/bind | events/bind | ratio |"
+    )
+    rows = [head, "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        label = f"{r['qps']}/{2 * r['qps']}" if r["qps"] else "unthrottled"
+        for name, key in (("kube-scheduler", "kube_scheduler"), ("vgpu-guard", "vgpu_guard")):
+            s = r[key]
+            ratio = f"**{r['ratio']}×**" if key == "vgpu_guard" else "1.0×"
+            rows.append(f"| {label} | {name} | {s['binds_per_s']} | {s['p50_ms']} | {s['p99_ms']} | "
+                        f"{s['requests_per_bind']} | {s['events_per_bind']} | {ratio} |")  # fmt: skip
+    for r in results:
+        for row in r["latency"]:
+            rows.append(f"| {r['qps']}/{2 * r['qps']} | vgpu-guard at {row['rate']} pods/s for "
+                        f"{row['pods'] / row['rate']:.0f} s | {row['binds_per_s']} | {row['p50_ms']} | "
+                        f"{row['p99_ms']} | {row['requests_per_bind']} | {row['events_per_bind']} | "
+                        f"unbound at end: {row['pods'] - row['bound']} |")  # fmt: skip
+    return "\n".join(rows)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vgpu-bench-") as tmp:
+        for qps in args.qps:
+            print(f"== QPS {qps or 'unthrottled'}", file=sys.stderr, flush=True)
+            results.append(await one_qps(args, qps, Path(tmp)))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    print(f"machine: {machine()}\nnodes {args.nodes}, pods {args.pods} created at {args.rate}/s\n")
+    print(table(results))
+    return results_written(args.json, results)
+
+
+def results_written(path: str | None, results: list[dict[str, Any]]) -> int:
+    if path:
+        Path(path).write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=300.0, help="pods created per second")
+    parser.add_argument("--qps", type=lambda s: [int(x) for x in s.split(",")], default=[500, 0, 50])
+    parser.add_argument(
+        "--latency-rates", type=lambda s: [float(x) for x in s.split(",") if x], default=[50.0, 200.0]
+    )
+    parser.add_argument("--latency-seconds", type=float, default=60.0)
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--policy",
+        choices=("spread", "binpack"),
+        default="spread",
+        help="our GPU policy; spread compares like with like (kube-scheduler's LeastAllocated spreads); "
+        "binpack puts a burst on one node, whose plugin handshake then serialises it",
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="10 nodes, 100 pods, one QPS, short latency runs"
+    )
+    args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.pods, args.qps, args.latency_rates, args.latency_seconds = (
+            10,
+            100,
+            [500],
+            [50.0],
+            4.0,
+        )
+    socket.setdefaulttimeout(60)
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

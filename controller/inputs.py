@@ -1,0 +1,332 @@
+"""What an allocation pass decides on, and the two places it comes from.
+
+- ``ListedInputs``: fresh LISTs every pass, ledgers first (``simulate``, tests, and the fallback
+  while caches sync). A pod missing from the list is really gone.
+- ``CachedInputs``: informers (list once, watch, relist only on 410) for pods, and the shared
+  ``ClusterCache`` for nodes, ledgers, queues and PodGroups. No request on a pass's read path.
+
+A cache can lag the server, so the cached source keeps client-go's *mutation cache* rules for our
+own writes: a ledger we just wrote is used until the informer delivers that resourceVersion or a
+newer one, and a pod we just bound counts as bound (and its node as busy with the plugin's
+handshake) until the informer shows it bound. Both expire after ``OVERLAY_TTL_SECONDS`` so a lost
+watch event can never pin a stale object. What the cache cannot promise (that a pod absent from it
+is gone) is checked by the controller with a GET before it releases anything (``fresh`` False).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.kube.backoff import Backoff
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import NotFound, Unsupported
+from vgpu_guard.kube.informer import Informer, InformerEvent
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.kube.view_cache import ClusterCache
+
+__all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "project_pod"]
+
+Obj = dict[str, Any]
+OVERLAY_TTL_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class PassInputs:
+    """One consistent-enough read: raw objects plus the parsed view of nodes, queues, PodGroups."""
+
+    ledgers: list[Obj]
+    pods: list[Obj]
+    nodes: list[Obj]
+    view: ClusterView
+    # True when read by LIST for this pass (ledgers before pods): a pod missing here is gone.
+    fresh: bool
+    # Versions of the node, Queue and PodGroup caches (None for LISTs): equal generations mean
+    # those objects did not change, so an unplaceable pod's diagnosis can be reused.
+    generation: tuple[int, ...] | None = None
+
+
+class InputSource(Protocol):
+    """Where a pass reads from; told about our own writes so the next read includes them."""
+
+    async def read(self, config: GuardConfig) -> PassInputs: ...
+
+    def wrote_ledger(self, obj: Obj) -> None: ...
+
+    def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None: ...
+
+
+async def list_all(client: ClusterClient, resource: Resource, *, optional: bool = False) -> list[Obj]:
+    """Every object of ``resource``, 500 a page; an absent optional CRD is an empty list."""
+    items: list[Obj] = []
+    token: str | None = None
+    while True:
+        try:
+            page = await client.list(resource, limit=500, continue_token=token)
+        except (NotFound, Unsupported):
+            if optional:  # Volcano's CRDs are not installed: no queues, no podgroups
+                return []
+            raise
+        items.extend(page.items)
+        if not page.continue_token:
+            return items
+        token = page.continue_token
+
+
+class ListedInputs:
+    """Fresh LISTs every pass: ledgers FIRST, then pods (see controller/allocation.py)."""
+
+    def __init__(self, client: ClusterClient) -> None:
+        self.client = client
+
+    async def read(self, config: GuardConfig) -> PassInputs:
+        ledgers = await list_all(self.client, LEDGERS)
+        pods = await list_all(self.client, PODS)
+        nodes = await list_all(self.client, NODES)
+        queues = await list_all(self.client, QUEUES, optional=True)
+        podgroups = await list_all(self.client, PODGROUPS, optional=True)
+        view = ClusterView.from_objects([*nodes, *queues, *podgroups], config)
+        return PassInputs(ledgers=ledgers, pods=pods, nodes=nodes, view=view, fresh=True)
+
+    def wrote_ledger(self, obj: Obj) -> None:
+        """Nothing to remember: the next pass lists again."""
+
+    def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None:
+        """Nothing to remember: the next pass lists again."""
+
+
+_POD_META = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
+             "creationTimestamp", "ownerReferences")  # fmt: skip
+
+
+def project_pod(pod: Obj) -> Obj:
+    """The fields the controller reads (spec, identity, phase and conditions), nothing else.
+
+    managedFields and container statuses are most of a running pod's size; at 100,000 pods they
+    would be most of the controller's memory.
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    assert isinstance(meta, Mapping) and isinstance(status, Mapping)
+    out: Obj = {
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "kind": "Pod",
+        "metadata": {k: meta[k] for k in _POD_META if k in meta},
+        "spec": pod.get("spec") or {},
+        "status": {k: status[k] for k in ("phase", "conditions") if k in status},
+    }
+    return out
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _ready(node: Mapping[str, Any]) -> object:
+    conditions = _get(node, "status", "conditions")
+    if not isinstance(conditions, list):
+        return None
+    ready = [c.get("status") for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"]
+    return ready[0] if ready else None
+
+
+def node_change_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Anything a placement reads: labels, annotations (GPU registration), taints, cordon,
+    allocatable, Ready; not the kubelet's heartbeat timestamps."""
+    return (
+        _get(old, "metadata", "labels") != _get(new, "metadata", "labels")
+        or _get(old, "metadata", "annotations") != _get(new, "metadata", "annotations")
+        or _get(old, "spec") != _get(new, "spec")
+        or _get(old, "status", "allocatable") != _get(new, "status", "allocatable")
+        or _ready(old) != _ready(new)
+    )
+
+
+def pod_change_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Binding, ending, deletion, a changed assignment or a failed plugin handshake; for a pending
+    pod any change but its status conditions (our own PodScheduled reports)."""
+    if (
+        _get(old, "spec", "nodeName") != _get(new, "spec", "nodeName")
+        or _get(old, "status", "phase") != _get(new, "status", "phase")
+        or _get(old, "metadata", "deletionTimestamp") != _get(new, "metadata", "deletionTimestamp")
+    ):
+        return True
+    old_notes = _get(old, "metadata", "annotations") or {}
+    new_notes = _get(new, "metadata", "annotations") or {}
+    if old_notes.get(VGPU_IDS) != new_notes.get(VGPU_IDS):
+        return True
+    if new_notes.get(BIND_PHASE) == "failed" and old_notes.get(BIND_PHASE) != "failed":
+        return True
+    if _get(new, "spec", "nodeName"):
+        return False
+    return (
+        old_notes != new_notes
+        or _get(old, "metadata", "labels") != _get(new, "metadata", "labels")
+        or _get(old, "spec") != _get(new, "spec")
+    )
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    meta = obj.get("metadata")
+    raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    try:
+        return int(str(raw))
+    except ValueError:
+        return -1
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
+
+
+class CachedInputs:
+    """Pods from their own informer, the rest from ``ClusterCache``; ``changed`` wakes the loop."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        cluster: ClusterCache | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self._own_cluster = cluster is None
+        self.cluster = cluster or ClusterCache(
+            client, sleep=sleep, watch_timeout_seconds=watch_timeout_seconds
+        )
+        self.pods = Informer(
+            client,
+            PODS,
+            backoff=Backoff(),
+            sleep=sleep,
+            watch_timeout_seconds=watch_timeout_seconds,
+            transform=project_pod,
+        )
+        self._clock = clock
+        self.changed = asyncio.Event()
+        # Moves when a node, Queue or PodGroup changed in a way a decision can see (not heartbeats).
+        self.generation = 0
+        self.pods.add_handler(self._on_pod)
+        self.cluster.ledgers.add_handler(self._on_ledger)
+        self.cluster.nodes.add_handler(self._on_node)
+        self.cluster.queues.add_handler(self._on_other)
+        self.cluster.podgroups.add_handler(self._on_other)
+        self._ledger_overlay: dict[str, tuple[float, Obj]] = {}
+        self._pod_overlay: dict[str, tuple[float, Obj]] = {}
+
+    # -- which events need a pass ---------------------------------------------------------------------
+    # Every event could wake a pass, but most carry nothing a decision reads: kubelet heartbeats,
+    # the echo of our own writes, the plugin confirming an assignment (the Binder takes that one),
+    # our own PodScheduled reports. Waking on those would run back-to-back passes for nothing.
+
+    def _on_pod(self, event: InformerEvent) -> None:
+        if event.old is None or event.type == "DELETED":
+            self.changed.set()
+            return
+        ours = self._pod_overlay.get(_uid(event.object))
+        if ours is not None and not pod_change_matters(ours[1], event.object):
+            return  # the echo of a binding we made
+        if pod_change_matters(event.old, event.object):
+            self.changed.set()
+
+    def _on_ledger(self, event: InformerEvent) -> None:
+        ours = self._ledger_overlay.get(_name(event.object))
+        if event.type != "DELETED" and ours is not None and _rv(ours[1]) == _rv(event.object):
+            return  # the echo of our own write
+        self.changed.set()
+
+    def _on_node(self, event: InformerEvent) -> None:
+        if event.old is None or event.type == "DELETED" or node_change_matters(event.old, event.object):
+            self.generation += 1
+            self.changed.set()
+
+    def _on_other(self, _event: InformerEvent) -> None:
+        self.generation += 1
+        self.changed.set()
+
+    @property
+    def synced(self) -> bool:
+        return self.pods.synced and self.cluster.synced
+
+    async def wait_synced(self) -> None:
+        await self.pods.wait_synced()
+        await self.cluster.wait_synced()
+
+    async def run(self) -> None:
+        """Run the informers until cancelled (the shared ClusterCache only if we own it)."""
+        tasks = [asyncio.create_task(self.pods.run(), name="informer-pods")]
+        if self._own_cluster:
+            tasks.append(asyncio.create_task(self.cluster.run(), name="cluster-cache"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- our own writes (client-go's mutation cache) ------------------------------------------------
+
+    def wrote_ledger(self, obj: Obj) -> None:
+        self._ledger_overlay[_name(obj)] = (self._clock(), obj)
+
+    def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None:
+        meta = dict(pod.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        spec = {**(pod.get("spec") or {}), "nodeName": node}
+        self._pod_overlay[_uid(pod)] = (self._clock(), {**pod, "metadata": meta, "spec": spec})
+
+    def _ledgers(self, now: float) -> list[Obj]:
+        current = {name: obj for (_, name), obj in self.cluster.ledgers.items.items()}
+        for name, (stamp, ours) in list(self._ledger_overlay.items()):
+            seen = current.get(name)
+            if now - stamp > OVERLAY_TTL_SECONDS or (seen is not None and _rv(seen) >= _rv(ours)):
+                del self._ledger_overlay[name]  # the informer caught up (or never will)
+            else:
+                current[name] = ours
+        return list(current.values())
+
+    def _pods(self, now: float) -> list[Obj]:
+        pods = list(self.pods.items.values())
+        if not self._pod_overlay:
+            return pods
+        index = {_uid(p): i for i, p in enumerate(pods)}
+        for uid, (stamp, ours) in list(self._pod_overlay.items()):
+            i = index.get(uid)
+            seen = pods[i] if i is not None else None
+            seen_spec = seen.get("spec") if seen is not None else None
+            bound = isinstance(seen_spec, Mapping) and bool(seen_spec.get("nodeName"))
+            if now - stamp > OVERLAY_TTL_SECONDS or i is None or bound:
+                # Shown bound (or gone) by the informer itself: its copy is newer than ours.
+                del self._pod_overlay[uid]
+            else:
+                pods[i] = ours
+        return pods
+
+    async def read(self, config: GuardConfig) -> PassInputs:
+        now = self._clock()
+        view = self.cluster.snapshot(config)
+        return PassInputs(
+            ledgers=self._ledgers(now),
+            pods=self._pods(now),
+            nodes=list(self.cluster.nodes.items.values()),
+            view=view,
+            fresh=False,
+            generation=(self.generation,),
+        )

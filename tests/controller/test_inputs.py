@@ -1,0 +1,117 @@
+"""The controller's cached inputs: which events need a pass, and our own writes seen at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters, project_pod
+from vgpu_guard.kube.resources import PODS
+
+Obj = dict[str, Any]
+
+
+def test_a_heartbeat_is_not_a_change_but_a_cordon_or_not_ready_is() -> None:
+    node = gpu_node("a", 1)
+    beat = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True", "x": 1}]}}
+    node = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert not node_change_matters(node, beat)
+    assert node_change_matters(node, {**node, "spec": {"unschedulable": True}})
+    down = {**node, "status": {**node["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+    assert node_change_matters(node, down)
+
+
+def test_a_confirmation_or_our_own_report_is_not_a_change_but_binding_and_ending_are() -> None:
+    pending = vgpu_pod("p", memory=1000)
+    reported = {**pending, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    assert not pod_change_matters(pending, reported)
+    bound = {**pending, "spec": {**pending["spec"], "nodeName": "a"}}
+    assert pod_change_matters(pending, bound)
+    allocating = {
+        **bound,
+        "metadata": {**bound["metadata"], "annotations": {"volcano.sh/bind-phase": "allocating"}},
+    }
+    confirmed = {
+        **bound,
+        "metadata": {**bound["metadata"], "annotations": {"volcano.sh/bind-phase": "success"}},
+    }
+    failed = {**bound, "metadata": {**bound["metadata"], "annotations": {"volcano.sh/bind-phase": "failed"}}}
+    assert not pod_change_matters(allocating, confirmed)
+    assert pod_change_matters(allocating, failed)
+    assert pod_change_matters(bound, {**bound, "status": {"phase": "Succeeded"}})
+    relabelled = {**pending, "metadata": {**pending["metadata"], "labels": {"x": "y"}}}
+    assert pod_change_matters(pending, relabelled)
+
+
+def test_the_projection_keeps_what_decisions_read() -> None:
+    pod = vgpu_pod("p", memory=1000)
+    pod["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    pod["status"] = {"phase": "Pending", "conditions": [], "containerStatuses": [{"name": "c"}]}
+    projected = project_pod(pod)
+    assert "managedFields" not in projected["metadata"]
+    assert projected["status"] == {"phase": "Pending", "conditions": []}
+    assert projected["spec"] == pod["spec"]
+
+
+@contextlib.asynccontextmanager
+async def running(inputs: CachedInputs) -> Any:
+    task = asyncio.ensure_future(inputs.run())
+    try:
+        await asyncio.wait_for(inputs.wait_synced(), 5)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def until(check: Any) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_our_binding_counts_until_the_informer_shows_it_and_wakes_no_pass() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    created = cluster.create_pod(vgpu_pod("p", memory=1000))
+    inputs = CachedInputs(MemoryClusterClient(cluster.store))
+    async with running(inputs):
+        read = await inputs.read(cluster.config)
+        pod = next(p for p in read.pods if p["metadata"]["name"] == "p")
+        inputs.changed.clear()
+        notes = {"volcano.sh/bind-phase": "allocating"}
+        inputs.bound(pod, "a", notes)
+        seen = await inputs.read(cluster.config)
+        mine = next(p for p in seen.pods if p["metadata"]["name"] == "p")
+        assert mine["spec"]["nodeName"] == "a" and mine["metadata"]["annotations"] == notes
+        client = MemoryClusterClient(cluster.store)
+        await client.bind("default", "p", node="a", annotations=notes, uid=created["metadata"]["uid"])
+        await until(lambda: inputs.pods.items[("default", "p")]["spec"].get("nodeName") == "a")
+        assert not inputs.changed.is_set(), "the echo of our own binding woke a pass"
+        await client.delete(PODS, "p", namespace="default")
+        await until(inputs.changed.is_set)
+
+
+async def test_a_ledger_we_wrote_is_read_until_the_informer_catches_up() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    inputs = CachedInputs(MemoryClusterClient(cluster.store))
+    async with running(inputs):
+        ours: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "999999"}, "spec": {}}
+        inputs.wrote_ledger(ours)
+        read = await inputs.read(cluster.config)
+        assert ours in read.ledgers
+        older: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "5"}, "spec": {}}
+        inputs.cluster.ledgers._items[("", "a")] = older  # the informer still has an older version
+        assert ours in (await inputs.read(cluster.config)).ledgers
+        newer: Obj = {
+            "kind": "GPULedger",
+            "metadata": {"name": "a", "resourceVersion": "1000000"},
+            "spec": {},
+        }
+        inputs.cluster.ledgers._items[("", "a")] = newer
+        assert (await inputs.read(cluster.config)).ledgers == [newer]
