@@ -99,19 +99,10 @@ async def test_version_and_unknown_paths(double: RunningDouble) -> None:
     assert status == 404 and body == "404 page not found\n"
 
 
-async def test_apply_patches_and_unknown_patch_types_are_refused_with_415(double: RunningDouble) -> None:
-    # The double implements merge, JSON and strategic merge patch; server-side apply is refused,
-    # never half-done; a type nobody implements gets go-restful's bare 415.
+async def test_unknown_patch_types_are_refused_with_415(double: RunningDouble) -> None:
+    # The double implements merge, JSON, strategic merge patch and (test_apply.py) server-side
+    # apply; a type nobody implements gets go-restful's bare 415.
     double.store.create(PODS, pod("p"))
-    status, body, _ = await raw(
-        double,
-        "PATCH",
-        "/api/v1/namespaces/default/pods/p",
-        body={"metadata": {}},
-        ctype="application/apply-patch+yaml",
-    )
-    assert status == 415 and body["reason"] == "UnsupportedMediaType"
-    assert "not implemented by the API double" in body["message"]
     status, body, _ = await raw(
         double, "PATCH", "/api/v1/namespaces/default/pods/p", body={"metadata": {}}, ctype="text/plain"
     )

@@ -58,6 +58,16 @@ KNOWN: dict[str, str] = {
         "version: 1.20's go-openapi takes an empty string for null ('must be of type string: \"null\"'), "
         "which later releases (data == nil only) and the double (v1.33) do not"
     ),
+    # -- clients (tests/contract/test_clients.py) --
+    "test_protobuf_with_a_json_alternative_is_answered_in_json": (
+        "the double does not serve protobuf: it answers with the JSON alternative the Accept names, where "
+        "1.20 answers built-in kinds in protobuf (custom resources get JSON on both: test_custom_resources_as_"
+        "tables_and_protobuf_refused)"
+    ),
+    "test_an_accept_with_nothing_served_is_not_acceptable": (
+        "the double does not serve protobuf, so its 406 lists application/json and application/yaml only, "
+        "where 1.20 also lists application/vnd.kubernetes.protobuf"
+    ),
     "test_builtin_singular_names": (
         "version: since 1.27 discovery fills singularName for built-in resources (pod, node) as the "
         "double (v1.33) does, where 1.20 leaves it empty"

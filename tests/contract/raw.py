@@ -96,8 +96,9 @@ class RawClient:
         accept: str = "application/json",
         query: dict[str, str] | None = None,
         seconds: float = 30.0,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
-        headers = {"Accept": accept}
+        headers = {"Accept": accept, **(headers or {})}
         body: bytes | str | None = data
         if json_body is not None:
             body = json.dumps(json_body)

@@ -38,11 +38,7 @@ EXAMPLES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "examples").rg
 HELM_RELEASE = HELM_NAMESPACE = "helm-e2e"
 
 # What the double does not serve yet, per test (or ``test[example]``): what the real client needs.
-_NO_APPS = "the double does not serve apps/v1 Deployments (kubectl: no matches for kind Deployment)"
-DOUBLE_MISSING: dict[str, str] = {
-    "test_kubectl_apply_example[examples/denials/pods.yaml]": _NO_APPS,
-    "test_kubectl_apply_example[examples/simulate/overcommit.yaml]": _NO_APPS,
-}
+DOUBLE_MISSING: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)

@@ -145,45 +145,74 @@ def plan_list(
     """Validate the options (ValidateListOptions, 422) and decide how the list is served."""
     rv, match, token = resource_version or "", resource_version_match or "", continue_token or ""
     if match:
-        causes: list[Cause] = []
-        if not rv:
-            causes.append(
-                Cause(
-                    "FieldValueForbidden",
-                    "resourceVersionMatch",
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                    "resourceVersion is provided",
-                )
-            )
-        if token:
-            causes.append(
-                Cause(
-                    "FieldValueForbidden",
-                    "resourceVersionMatch",
-                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is "
-                    "provided",
-                )
-            )
-        if match not in ("Exact", "NotOlderThan"):
-            causes.append(
-                Cause(
-                    "FieldValueNotSupported",
-                    "resourceVersionMatch",
-                    f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
-                    '"NotOlderThan", ""',
-                )
-            )
-        if match == "Exact" and rv == "0":
-            causes.append(
-                Cause(
-                    "FieldValueForbidden",
-                    "resourceVersionMatch",
-                    'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for '
-                    'resourceVersion "0"',
-                )
-            )
+        causes = match_causes(rv, match, token, watch=False)
         if causes:
             raise _options_invalid(causes)
+    return _plan(rv, match, token, limit)
+
+
+def validate_watch_options(resource_version: str | None, resource_version_match: str | None) -> None:
+    """ValidateListOptions for a watch: 1.20 forbids resourceVersionMatch there (422), which is what
+    a 1.27+ client's streaming list (``sendInitialEvents=true&resourceVersionMatch=NotOlderThan``)
+    meets, so it falls back to LIST then WATCH; ``sendInitialEvents`` itself is unknown to 1.20 and
+    ignored."""
+    if resource_version_match:
+        causes = match_causes(resource_version or "", resource_version_match, "", watch=True)
+        if causes:
+            raise _options_invalid(causes)
+
+
+def match_causes(rv: str, match: str, token: str, *, watch: bool) -> list[Cause]:
+    """The ValidateListOptions causes for ``resourceVersionMatch``, in the API server's order."""
+    causes: list[Cause] = []
+    if watch:
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "resourceVersionMatch",
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch",
+            )
+        )
+    if not rv:
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "resourceVersionMatch",
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
+                "resourceVersion is provided",
+            )
+        )
+    if token:
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "resourceVersionMatch",
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is "
+                "provided",
+            )
+        )
+    if match not in ("Exact", "NotOlderThan"):
+        causes.append(
+            Cause(
+                "FieldValueNotSupported",
+                "resourceVersionMatch",
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
+                '"NotOlderThan", ""',
+            )
+        )
+    if match == "Exact" and rv == "0":
+        causes.append(
+            Cause(
+                "FieldValueForbidden",
+                "resourceVersionMatch",
+                'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for '
+                'resourceVersion "0"',
+            )
+        )
+    return causes
+
+
+def _plan(rv: str, match: str, token: str, limit: int | None) -> ListPlan:
     page = limit if limit is not None and limit > 0 else 0
     if rv and not token and not (page and rv != "0") and match != "Exact":
         # The watch cache (cacher.go GetToList): no pages, at least as new as rv.

@@ -68,6 +68,11 @@ _TABLES: dict[tuple[str, str], dict[Path, str]] = {
     ("", "podtemplates"): _object(
         template=_under(("template", "metadata"), _META) | _under(("template", "spec"), _POD_SPEC)
     ),
+    ("apps", "deployments"): _object(
+        template=_under(("spec", "template", "metadata"), _META)
+        | _under(("spec", "template", "spec"), _POD_SPEC),
+        status={("status", "conditions"): "type"},
+    ),
     ("", "nodes"): _object(
         spec={("spec", "podCIDRs"): ""},
         status={("status", "conditions"): "type", ("status", "addresses"): "type"},

@@ -134,6 +134,10 @@ BUILTIN_TYPES: tuple[TypeInfo, ...] = (
     TypeInfo("", ("v1",), "configmaps", "ConfigMap", True, "configmap", ("cm",)),
     TypeInfo("", ("v1",), "podtemplates", "PodTemplate", True, "podtemplate"),
     TypeInfo("", ("v1",), "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",)),
+    # Stored as sent (no defaulting, validation or controller: no ReplicaSet or pod ever appears),
+    # so manifests that carry a Deployment apply and meet the webhooks as on a cluster.
+    TypeInfo("apps", ("v1",), "deployments", "Deployment", True, "deployment", ("deploy",),
+             frozenset({"status"}), "drop", categories=("all",)),
     TypeInfo("events.k8s.io", ("v1",), "events", "Event", True, "event", ("ev",),
              field_labels=_NEW_EVENT_FIELDS, field_getter=_dotted_field, stored_as=("", "events")),
     TypeInfo("coordination.k8s.io", ("v1",), "leases", "Lease", True, "lease"),

@@ -17,12 +17,16 @@ verb and resource it hits, how many times, and what happens:
 ``when="before"`` fails the call without touching the store; ``when="after"`` applies it and then
 fails (the response was lost: the caller must cope with a write that did happen). ``delay`` slows
 a call down (``asyncio.sleep``, so a test's fake clock or ``wait_for`` timeout applies).
+
+Every error leaves with the ``Request`` it was about (as the production adapter's do), injected
+faults included, so log lines read the same against the double as against a real server.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,7 +34,7 @@ from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
-from vgpu_guard.kube.errors import Conflict, Expired, KubeError, Unavailable
+from vgpu_guard.kube.errors import Conflict, Expired, KubeError, Request, Unavailable
 from vgpu_guard.kube.resources import PODS, Resource
 
 __all__ = [
@@ -142,6 +146,21 @@ class FaultPlan:
         self.rules.clear()
 
 
+@contextmanager
+def _about(request: Request) -> Iterator[None]:
+    """Attach ``request`` to the ``KubeError`` that leaves the block (the frontend's errors and
+    injected faults carry only the server's Status)."""
+    try:
+        yield
+    except KubeError as e:
+        e.about(request)
+        raise
+
+
+def _ns(resource: Resource, namespace: str | None) -> str:
+    return (namespace or "") if resource.namespaced else ""
+
+
 class MemoryClusterClient:
     """``ClusterClient`` over an in-process ``Store`` (optionally a shared ``Frontend``)."""
 
@@ -180,9 +199,10 @@ class MemoryClusterClient:
             raise rule.error
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
-        rule = await self._before("get", resource)
-        obj = self.frontend.get(resource, name, namespace=namespace, user=self.user)
-        self._after(rule)
+        with _about(Request("get", resource, name, _ns(resource, namespace))):
+            rule = await self._before("get", resource)
+            obj = self.frontend.get(resource, name, namespace=namespace, user=self.user)
+            self._after(rule)
         return obj
 
     async def list(
@@ -195,17 +215,18 @@ class MemoryClusterClient:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> ObjectList:
-        rule = await self._before("list", resource)
-        out = self.frontend.list(
-            resource,
-            user=self.user,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            limit=limit,
-            continue_token=continue_token,
-        )
-        self._after(rule)
+        with _about(Request("list", resource, namespace=_ns(resource, namespace))):
+            rule = await self._before("list", resource)
+            out = self.frontend.list(
+                resource,
+                user=self.user,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                limit=limit,
+                continue_token=continue_token,
+            )
+            self._after(rule)
         typed_items(out.items, resource)
         return out
 
@@ -222,17 +243,18 @@ class MemoryClusterClient:
     ) -> AsyncIterator[WatchEvent]:
         """Events after ``resource_version``; BOOKMARKs every ``bookmark_interval`` when idle, once
         the resource has changed since the watch began (the watch cache sends none before)."""
-        rule = await self._before("watch", resource)
+        with _about(Request("watch", resource, namespace=_ns(resource, namespace))):
+            rule = await self._before("watch", resource)
+            w = self.frontend.watch(
+                resource,
+                resource_version=resource_version,
+                user=self.user,
+                namespace=namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+            self._after(rule)
         drop_after = rule.drop_after if rule is not None else None
-        w = self.frontend.watch(
-            resource,
-            resource_version=resource_version,
-            user=self.user,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        self._after(rule)
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
         w.wakeup = wake.set
@@ -278,25 +300,32 @@ class MemoryClusterClient:
         namespace: str | None = None,
         dry_run: bool = False,
     ) -> Obj:
-        rule = await self._before("create", resource)
-        out = await self.frontend.create(resource, obj, namespace=namespace, user=self.user, dry_run=dry_run)
-        self._remember(out.warnings)
-        self._after(rule)
+        meta = obj.get("metadata") or {}
+        ns = _ns(resource, namespace or meta.get("namespace"))
+        with _about(Request("create", resource, str(meta.get("name") or ""), ns)):
+            rule = await self._before("create", resource)
+            out = await self.frontend.create(
+                resource, obj, namespace=namespace, user=self.user, dry_run=dry_run
+            )
+            self._remember(out.warnings)
+            self._after(rule)
         return out.object
 
     async def _replace(self, verb: str, resource: Resource, obj: Mapping[str, Any], subresource: str) -> Obj:
-        rule = await self._before(verb, resource)
         meta = obj.get("metadata") or {}
-        out = await self.frontend.update(
-            resource,
-            obj,
-            name=str(meta.get("name") or ""),
-            namespace=meta.get("namespace"),
-            subresource=subresource,
-            user=self.user,
-        )
-        self._remember(out.warnings)
-        self._after(rule)
+        name = str(meta.get("name") or "")
+        with _about(Request("update", resource, name, _ns(resource, meta.get("namespace")), subresource)):
+            rule = await self._before(verb, resource)
+            out = await self.frontend.update(
+                resource,
+                obj,
+                name=name,
+                namespace=meta.get("namespace"),
+                subresource=subresource,
+                user=self.user,
+            )
+            self._remember(out.warnings)
+            self._after(rule)
         return out.object
 
     async def replace(self, resource: Resource, obj: Mapping[str, Any]) -> Obj:
@@ -315,18 +344,20 @@ class MemoryClusterClient:
         patch_type: Literal["merge", "json"] = "merge",
         subresource: str | None = None,
     ) -> Obj:
-        rule = await self._before("patch", resource)
-        out = await self.frontend.patch(
-            resource,
-            name,
-            patch,
-            namespace=namespace,
-            patch_type=patch_type,
-            subresource=subresource or "",
-            user=self.user,
-        )
-        self._remember(out.warnings)
-        self._after(rule)
+        request = Request("patch", resource, name, _ns(resource, namespace), subresource or "")
+        with _about(request):
+            rule = await self._before("patch", resource)
+            out = await self.frontend.patch(
+                resource,
+                name,
+                patch,
+                namespace=namespace,
+                patch_type=patch_type,
+                subresource=subresource or "",
+                user=self.user,
+            )
+            self._remember(out.warnings)
+            self._after(rule)
         return out.object
 
     async def delete(
@@ -338,17 +369,18 @@ class MemoryClusterClient:
         grace_period_seconds: int | None = None,
         uid: str | None = None,
     ) -> None:
-        rule = await self._before("delete", resource)
-        out = await self.frontend.delete(
-            resource,
-            name,
-            namespace=namespace,
-            grace_period_seconds=grace_period_seconds,
-            uid=uid,
-            user=self.user,
-        )
-        self._remember(out.warnings)
-        self._after(rule)
+        with _about(Request("delete", resource, name, _ns(resource, namespace))):
+            rule = await self._before("delete", resource)
+            out = await self.frontend.delete(
+                resource,
+                name,
+                namespace=namespace,
+                grace_period_seconds=grace_period_seconds,
+                uid=uid,
+                user=self.user,
+            )
+            self._remember(out.warnings)
+            self._after(rule)
 
     async def bind(
         self,
@@ -358,6 +390,12 @@ class MemoryClusterClient:
         node: str,
         annotations: Mapping[str, str],
         uid: str | None = None,
+    ) -> None:
+        with _about(Request("create", PODS, name, namespace, "binding")):
+            await self._bind(namespace, name, node=node, annotations=annotations, uid=uid)
+
+    async def _bind(
+        self, namespace: str, name: str, *, node: str, annotations: Mapping[str, str], uid: str | None
     ) -> None:
         rule = await self._before("bind", PODS)
         meta: Obj = {"name": name, "namespace": namespace, "annotations": dict(annotations)}

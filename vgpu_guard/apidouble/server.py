@@ -4,9 +4,13 @@ What a client sees follows the Kubernetes "API Concepts" document: discovery (``
 ``/api``, ``/apis``, per group-version resource lists) enough for the official client's typed and
 dynamic APIs; ``Status`` bodies on every error; ``?watch=true`` streams newline-delimited JSON
 events with ``allowWatchBookmarks`` and ``timeoutSeconds``; ``dryRun=All``; JSON merge patch,
-JSON patch and strategic merge patch (built-in kinds). What it does not implement it refuses
-explicitly: apply patches -> 415, unknown resources -> 404, verbs a resource does not serve -> 405,
-always with a Status message that says so (see docs/apidouble.md).
+JSON patch, strategic merge patch (built-in kinds) and the server-side apply Helm uses. What real
+clients ask beyond JSON is negotiated (``_negotiate``: Tables, YAML; protobuf answered with the
+JSON alternative), ``/openapi/v2`` is served as 1.20 serves it, protobuf bodies of the kinds
+kubectl and Helm send are decoded, and ``Impersonate-*`` headers are honoured. What it does not
+implement it refuses explicitly: a Kubernetes resource it lacks -> 404 naming it, an Accept it
+cannot meet -> 406, verbs a resource does not serve -> 405, always with a Status message that
+says so (see docs/apidouble.md).
 
 Requests authenticate with a bearer token mapped to a ``UserInfo`` (one per identity); the
 ``Frontend`` authorizes (RBAC when switched on) and runs the admission chain.
@@ -37,8 +41,16 @@ import yaml
 from aiohttp import web
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._apply import AppliedConfigs, server_side_apply
 from vgpu_guard.apidouble._gotext import GoJSONError, go_json_loads, go_quote, go_string_slice
+from vgpu_guard.apidouble._impersonation import ImpersonationError, impersonated
+from vgpu_guard.apidouble._listing import validate_watch_options
+from vgpu_guard.apidouble._negotiate import PROTOBUF, Output, negotiate, not_acceptable
+from vgpu_guard.apidouble._openapi import openapi_v2_answer, unserved_feature
+from vgpu_guard.apidouble._printers import PRINTERS
+from vgpu_guard.apidouble._protobuf import DECODERS, ProtobufError, decode_k8s
 from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble._tables import builtin_table, crd_columns, crd_table
 from vgpu_guard.apidouble._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
 from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
@@ -76,13 +88,11 @@ _PATCH_TYPES: dict[str, Literal["merge", "json", "strategic"]] = {
     "application/json-patch+json": "json",
     "application/strategic-merge-patch+json": "strategic",
 }
-_REFUSED_PATCH = {
-    "application/apply-patch+yaml": "server-side apply is not implemented by the API double; "
-    "use application/merge-patch+json, application/json-patch+json or "
-    "application/strategic-merge-patch+json",
-}
+_APPLY = "application/apply-patch+yaml"
 # What the custom resource handler answers a patch type it does not take (patch.go).
 _CR_PATCH_TYPES = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+_SERVED_DOC = "docs/apidouble.md lists what it serves"
+_CRDS = next(t for t in BUILTIN_TYPES if t.plural == "customresourcedefinitions").resource()
 _MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
 
 
@@ -97,6 +107,7 @@ class DoubleServer:
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
     # Connections seen, so shutdown can abort the ones a client left open (TLS keep-alive).
     transports: weakref.WeakSet[asyncio.BaseTransport] = field(default_factory=weakref.WeakSet)
+    applied: AppliedConfigs = field(default_factory=AppliedConfigs)  # server-side apply's memory
 
     @property
     def store(self) -> Store:
@@ -191,6 +202,8 @@ async def _body(request: web.Request, kind: str | None = None) -> Any:
     raw = await request.read()
     if not raw:
         return None
+    if ctype == PROTOBUF:
+        return _protobuf_body(raw, kind)
     if kind is not None and ctype not in ("application/yaml", "application/x-yaml"):
         try:
             body = go_json_loads(raw)
@@ -214,6 +227,21 @@ async def _body(request: web.Request, kind: str | None = None) -> Any:
         raise st.bad_request(f"the request body could not be decoded as {ctype or 'JSON'}: {e}") from e
 
 
+def _protobuf_body(raw: bytes, kind: str | None) -> Any:
+    """A protobuf body of a kind the double decodes (``_protobuf.DECODERS``), else 415 naming it."""
+    try:
+        body = decode_k8s(raw)
+    except (ProtobufError, UnicodeDecodeError) as e:
+        raise st.bad_request(f"the request body is not a Kubernetes protobuf object: {e}") from e
+    if body is None:
+        what = f" for {kind}" if kind else ""
+        raise st.unsupported_media_type(
+            f"the API double does not serve {PROTOBUF} request bodies{what} (it decodes "
+            f"{', '.join(sorted(DECODERS))}): send application/json or application/yaml"
+        )
+    return body
+
+
 def _unrecognized(kind: str, why: str, raw: bytes) -> str:
     """transformDecodeError without a kind in the body; the body summarised (summarizeData, 30)."""
     if raw[:1] == b"{":
@@ -224,6 +252,13 @@ def _unrecognized(kind: str, why: str, raw: bytes) -> str:
 
 
 def _user(server: DoubleServer, request: web.Request) -> UserInfo:
+    """Who the request acts as: the bearer token's identity, or whom it may impersonate."""
+    authorizer = server.frontend.authorizer
+    rbac = authorizer if isinstance(authorizer, RBACAuthorizer) else None
+    return impersonated(request.headers, _authenticated(server, request), rbac)
+
+
+def _authenticated(server: DoubleServer, request: web.Request) -> UserInfo:
     """The bearer token's identity; ``system:anonymous`` without one; 401 for a token nobody has."""
     auth = request.headers.get("Authorization", "")
     scheme, _, token = auth.partition(" ")
@@ -340,6 +375,12 @@ async def _discovery(request: web.Request, server: DoubleServer) -> web.Response
         return _json_response(KUBE_VERSION)
     if path in ("/healthz", "/livez", "/readyz"):
         return web.Response(text="ok")
+    if path == "/openapi/v2":
+        code, ctype, data = openapi_v2_answer(request.headers.get("Accept"), server.store.types())
+        resp = web.Response(body=data, status=code, headers={"Vary": "Accept"})
+        if ctype:
+            resp.content_type = ctype
+        return resp
     if path == "/api":
         return _json_response(
             {
@@ -389,10 +430,19 @@ async def handle(request: web.Request) -> web.StreamResponse:
             target = _parse_target(server.store, request.path)
         except (KubeError, _PageNotFound):
             _authorize_unserved(request, server, user)  # authorization comes before routing: 403
+            feature = unserved_feature(request.path)
+            if feature is not None:  # a real resource the double lacks: say so, by name
+                raise st.raise_status(
+                    st.make_status(404, "NotFound", f"the API double does not serve {feature}; {_SERVED_DOC}")
+                ) from None
             raise
-        return await _dispatch(request, server, user, target)
+        output = _output(request, target)
+        return _render(request, server, target, output, await _dispatch(request, server, user, target))
     except _PageNotFound:
         return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
+    except ImpersonationError as e:
+        text = f'Internal Server Error: "{request.path}": {e}\n'
+        return web.Response(status=500, text=text, content_type="text/plain")
     except KubeError as e:
         return _error_response(e)
     except web.HTTPException:
@@ -400,6 +450,47 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except Exception as e:  # never let one bad request take the server down
         log.exception("API double: unexpected error on %s %s", request.method, request.path_qs)
         return _status_response(st.make_status(500, "InternalError", f"Internal error occurred: {e!r}"))
+
+
+def _output(request: web.Request, t: _Target) -> Output:
+    """What the Accept header allows (Tables for reads of custom resources, pods, nodes and
+    namespaces); 406 if nothing."""
+    reading = request.method == "GET" and request.query.get("watch") not in ("true", "1")
+    printable = t.info.crd_name is not None or t.info.api_key in PRINTERS
+    accept = request.headers.get("Accept")
+    output = negotiate(accept, table=reading and printable and t.subresource == "")
+    if output is None:
+        raise not_acceptable(accept, t.info.plural if not t.info.group else f"{t.info.plural}.{t.info.group}")
+    return output
+
+
+def _render(
+    request: web.Request, server: DoubleServer, t: _Target, output: Output, resp: web.StreamResponse
+) -> web.StreamResponse:
+    """A successful JSON answer in the negotiated form (YAML, or a Table)."""
+    if (
+        output.format == "json"
+        or not isinstance(resp, web.Response)
+        or resp.status >= 300
+        or resp.text is None
+    ):
+        return resp
+    body = json.loads(resp.text)
+    warnings = resp.headers.getall("Warning", [])
+    include = request.query.get("includeObject") or "Metadata"
+    if output.format == "table" and t.info.crd_name is not None:
+        crd = server.store.get(_CRDS, t.info.crd_name)
+        columns = crd_columns(crd, t.version)
+        table = crd_table(body, columns, version=output.table_version, include=include)
+        return _json_response(table, status=resp.status, warnings=warnings)
+    if output.format == "table":
+        table = builtin_table(body, t.info.api_key, version=output.table_version, include=include)
+        return _json_response(table, status=resp.status, warnings=warnings)
+    text = yaml.safe_dump(body, sort_keys=False)
+    out = web.Response(text=text, status=resp.status, content_type="application/yaml")
+    for warning in warnings:
+        out.headers.add("Warning", warning)
+    return out
 
 
 def _authorize_unserved(request: web.Request, server: DoubleServer, user: UserInfo) -> None:
@@ -475,8 +566,8 @@ async def _dispatch(
         return _json_response(out.object, warnings=out.warnings)
     if method == "PATCH":
         ctype = request.content_type
-        if ctype in _REFUSED_PATCH:
-            raise st.unsupported_media_type(_REFUSED_PATCH[ctype])
+        if ctype == _APPLY:
+            return await _apply(request, server, user, t, dry_run)
         if t.info.crd_name is not None and _PATCH_TYPES.get(ctype) in (None, "strategic"):
             unknown = "the body of the request was in an unknown format - accepted media types include"
             raise st.unsupported_media_type(f"{unknown}: {_CR_PATCH_TYPES}")
@@ -514,6 +605,30 @@ async def _dispatch(
         )
         return _json_response(_deleted(t.info, out.object), warnings=out.warnings)
     raise st.method_not_supported(t.info.group, t.info.plural, method)
+
+
+async def _apply(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.Response:
+    """Server-side apply (``_apply.py``: the subset Helm v4 uses) of a named object; not of a
+    subresource."""
+    if t.subresource or t.name is None:  # collections never get here (405 before)
+        raise st.unsupported_media_type(
+            f"the API double does not serve server-side apply to {t.info.plural}/{t.subresource}: "
+            "use application/merge-patch+json or application/json-patch+json"
+        )
+    out, created = await server_side_apply(
+        server.frontend,
+        t.info.resource(t.version),
+        t.name,
+        await request.read(),
+        namespace=t.namespace,
+        field_manager=request.query.get("fieldManager"),
+        user=user,
+        dry_run=dry_run,
+        memory=server.applied,
+    )
+    return _json_response(out.object, status=201 if created else 200, warnings=out.warnings)
 
 
 # Kinds whose registry sets ReturnDeletedObject (and CRDs, which keep a cleanup finalizer on the
@@ -631,6 +746,7 @@ async def _watch(
     """Stream events as newline-delimited JSON; an Expired start is one ERROR event, then the end."""
     timeout = _int_query(request, "timeoutSeconds")
     bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    validate_watch_options(request.query.get("resourceVersion"), request.query.get("resourceVersionMatch"))
     resp = web.StreamResponse(status=200, headers={"Content-Type": _JSON, "Transfer-Encoding": "chunked"})
     try:
         w = server.frontend.watch(
