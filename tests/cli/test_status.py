@@ -245,7 +245,7 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith(
-        "error: cannot read the cluster at https://127.0.0.1:9: GET /apis/vgpu-guard.io/v1alpha1/gpuledgers: "
+        "error: cannot read the cluster at https://127.0.0.1:9: list vgpu-guard.io/v1alpha1/gpuledgers: "
     )
     assert captured.err.endswith(
         "; check that the API server is up and that the kubeconfig's server address is right\n"

@@ -123,6 +123,7 @@ async def test_a_lease_that_cannot_be_written_is_logged_once_and_retried_with_ba
     assert client.calls[("create", "leases")] == 5
     lease_lines = [r.getMessage() for r in caplog.records if "Lease" in r.getMessage()]
     assert lease_lines == [
-        'cannot write Lease deleted-namespace/vgpu-guard-controller: namespaces "deleted-namespace" '
-        "not found; retrying with backoff, logged again only if the error changes"
+        "cannot write Lease deleted-namespace/vgpu-guard-controller: create coordination.k8s.io/v1/leases "
+        'deleted-namespace/vgpu-guard-controller: HTTP 404 NotFound: namespaces "deleted-namespace" not found; '
+        "namespace deleted-namespace not found; retrying with backoff, logged again only if the error changes"
     ]

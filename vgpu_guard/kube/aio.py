@@ -8,8 +8,9 @@ the connection pool and auth headers (``ApiClient.param_serialize`` + ``call_api
 
 Every failure leaves as one of ``vgpu_guard.kube.errors``: HTTP errors through
 ``error_from_status`` with the server's Status body, network errors and timeouts as
-``Unavailable``, always ``raise ... from e``. A watch that ends with an ``ERROR`` event raises the
-error it carries (410 -> ``Expired``: relist).
+``Unavailable``, always ``raise ... from e``, and always with the ``Request`` it was about (verb,
+resource, object), so its text tells an operator what failed and what to check. A watch that ends
+with an ``ERROR`` event raises the error it carries (410 -> ``Expired``: relist).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from kubernetes.aio import client as kclient
 from kubernetes.aio import config as kconfig
 
 from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
-from vgpu_guard.kube.errors import KubeError, Unavailable, error_from_status
-from vgpu_guard.kube.resources import Resource
+from vgpu_guard.kube.errors import KubeError, Request, Unavailable, error_from_status
+from vgpu_guard.kube.resources import PODS, Resource
 
 __all__ = ["AioClusterClient"]
 
@@ -79,6 +80,7 @@ class AioClusterClient:
     # -- transport -----------------------------------------------------------------------------
     async def _call(
         self,
+        request: Request,
         method: str,
         path: str,
         *,
@@ -87,7 +89,8 @@ class AioClusterClient:
         content_type: str = "application/json",
         client_timeout: aiohttp.ClientTimeout | None = None,
     ) -> Any:
-        """Send one request and return the unread RESTResponse (after recording Warning headers)."""
+        """Send one request and return the unread RESTResponse (after recording Warning headers);
+        failures leave as ``KubeError`` about ``request``."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
             req = await self.api.param_serialize(
@@ -102,39 +105,41 @@ class AioClusterClient:
                 *req, _request_timeout=client_timeout or aiohttp.ClientTimeout(total=self.request_timeout)
             )
         except kclient.ApiException as e:
-            raise error_from_status(int(e.status or 0), _status_body((e.body or "").encode())) from e
+            body = _status_body((e.body or "").encode())
+            raise error_from_status(int(e.status or 0), body, request) from e
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise Unavailable(
-                f"{method} {path}: {type(e).__name__}: {e}",
-                reason="Timeout" if isinstance(e, TimeoutError) else "",
-            ) from e
+            timeout = isinstance(e, TimeoutError)
+            text = f"timed out after {self.request_timeout:g}s" if timeout else f"{type(e).__name__}: {e}"
+            raise Unavailable(text, reason="Timeout" if timeout else "").about(request) from e
         for warning in resp.headers.getall("Warning", []):
             self.warnings.append(_warning_text(warning))
         return resp
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = await self._call(method, path, **kwargs)
+    async def _json(self, request: Request, method: str, path: str, **kwargs: Any) -> Any:
+        resp = await self._call(request, method, path, **kwargs)
         try:
             data = await resp.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise Unavailable(f"{method} {path}: reading the answer failed: {e}") from e
+            raise Unavailable(f"reading the answer failed: {type(e).__name__}: {e}").about(request) from e
         finally:
             resp.response.release()
         if not 200 <= resp.status < 300:
-            raise error_from_status(resp.status, _status_body(data))
+            raise error_from_status(resp.status, _status_body(data), request)
         try:
             return json.loads(data)
         except ValueError as e:
-            raise Unavailable(f"{method} {path}: the server sent invalid JSON ({len(data)} bytes)") from e
+            text = f"the server sent invalid JSON ({len(data)} bytes)"
+            raise Unavailable(text, code=resp.status).about(request) from e
 
     async def server_version(self) -> Obj:
         """``GET /version`` (gitVersion, major, minor): what features the server may lack."""
-        out: Obj = await self._json("GET", "/version")
+        out: Obj = await self._json(Request("get", path="/version"), "GET", "/version")
         return out
 
     # -- ClusterClient -----------------------------------------------------------------------------
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
-        out: Obj = await self._json("GET", resource.path(namespace=namespace, name=name))
+        request = Request("get", resource, name, _ns(resource, namespace))
+        out: Obj = await self._json(request, "GET", resource.path(namespace=namespace, name=name))
         return out
 
     async def list(
@@ -153,7 +158,8 @@ class AioClusterClient:
             "limit": limit,
             "continue": continue_token or None,
         }
-        body = await self._json("GET", resource.path(namespace=namespace), query=query)
+        request = Request("list", resource, namespace=_ns(resource, namespace))
+        body = await self._json(request, "GET", resource.path(namespace=namespace), query=query)
         meta = body.get("metadata") or {}
         return ObjectList(
             items=typed_items(list(body.get("items") or []), resource, body.get("apiVersion")),
@@ -184,7 +190,9 @@ class AioClusterClient:
         }
         # No total timeout on a stream; a silent connection is cut after the watch's own timeout.
         read = (timeout_seconds + 30) if timeout_seconds else None
+        request = Request("watch", resource, namespace=_ns(resource, namespace))
         resp = await self._call(
+            request,
             "GET",
             resource.path(namespace=namespace),
             query=query,
@@ -192,22 +200,23 @@ class AioClusterClient:
         )
         try:
             if not 200 <= resp.status < 300:
-                raise error_from_status(resp.status, _status_body(await resp.read()))
+                raise error_from_status(resp.status, _status_body(await resp.read()), request)
             while True:
                 try:
                     line = await resp.response.content.readline()
                 except (aiohttp.ClientError, TimeoutError, OSError) as e:
-                    raise Unavailable(f"watch {resource.plural}: the stream broke: {e}") from e
+                    raise Unavailable(f"the stream broke: {type(e).__name__}: {e}").about(request) from e
                 if not line:
                     return
                 if not line.strip():
                     continue
                 event = _status_body(line)
                 if event is None or "type" not in event:
-                    raise Unavailable(f"watch {resource.plural}: undecodable event {line[:200]!r}")
+                    text = f"undecodable event {line[:200]!r}"
+                    raise Unavailable(text, code=resp.status).about(request)
                 if event["type"] == "ERROR":
                     status: Obj = event["object"] if isinstance(event.get("object"), dict) else {}
-                    raise error_from_status(int(status.get("code") or 500), status)
+                    raise error_from_status(int(status.get("code") or 500), status, request)
                 yield WatchEvent(event["type"], event.get("object") or {})
         finally:
             resp.response.release()
@@ -223,7 +232,9 @@ class AioClusterClient:
     ) -> Obj:
         ns = namespace or (obj.get("metadata") or {}).get("namespace") if resource.namespaced else None
         query = {"dryRun": "All" if dry_run else None}
-        out: Obj = await self._json("POST", resource.path(namespace=ns), body=dict(obj), query=query)
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        request = Request("create", resource, name, ns or "")
+        out: Obj = await self._json(request, "POST", resource.path(namespace=ns), body=dict(obj), query=query)
         return out
 
     async def _put(self, resource: Resource, obj: Mapping[str, Any], subresource: str | None) -> Obj:
@@ -235,7 +246,8 @@ class AioClusterClient:
             )
         ns = meta.get("namespace") if resource.namespaced else None
         path = resource.path(namespace=ns, name=name, subresource=subresource)
-        out: Obj = await self._json("PUT", path, body=dict(obj))
+        request = Request("update", resource, str(name), ns or "", subresource or "")
+        out: Obj = await self._json(request, "PUT", path, body=dict(obj))
         return out
 
     async def replace(self, resource: Resource, obj: Mapping[str, Any]) -> Obj:
@@ -256,7 +268,9 @@ class AioClusterClient:
     ) -> Obj:
         body: Any = list(patch) if isinstance(patch, list) else dict(patch)
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
-        out: Obj = await self._json("PATCH", path, body=body, content_type=_PATCH_TYPES[patch_type])
+        request = Request("patch", resource, name, _ns(resource, namespace), subresource or "")
+        content_type = _PATCH_TYPES[patch_type]
+        out: Obj = await self._json(request, "PATCH", path, body=body, content_type=content_type)
         return out
 
     async def delete(
@@ -273,7 +287,8 @@ class AioClusterClient:
             options["gracePeriodSeconds"] = grace_period_seconds
         if uid:
             options["preconditions"] = {"uid": uid}
-        await self._json("DELETE", resource.path(namespace=namespace, name=name), body=options)
+        request = Request("delete", resource, name, _ns(resource, namespace))
+        await self._json(request, "DELETE", resource.path(namespace=namespace, name=name), body=options)
 
     async def bind(
         self,
@@ -293,7 +308,9 @@ class AioClusterClient:
             "metadata": meta,
             "target": {"kind": "Node", "name": node},
         }
-        await self._json("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=binding)
+        request = Request("create", PODS, name, namespace, "binding")
+        path = PODS.path(namespace=namespace, name=name, subresource="binding")
+        await self._json(request, "POST", path, body=binding)
 
     async def close(self) -> None:
         try:
@@ -302,6 +319,11 @@ class AioClusterClient:
             if isinstance(e, asyncio.CancelledError):
                 raise
             raise Unavailable(f"closing the connection pool failed: {e}") from e
+
+
+def _ns(resource: Resource, namespace: str | None) -> str:
+    """The namespace a call addresses ("" for cluster-scoped resources and all-namespace calls)."""
+    return (namespace or "") if resource.namespaced else ""
 
 
 def _warning_text(header: str) -> str:
