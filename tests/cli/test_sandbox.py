@@ -86,6 +86,7 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
     try:
         banner = _wait_for_line(log, process, "ready; Ctrl-C stops everything")
         assert "in memory: everything is lost when it stops" in banner
+        assert "\nscope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n" in banner
         webhook_match = re.search(r"webhook: +(https://\S+)", banner)
         assert webhook_match, banner
         webhook = webhook_match.group(1)
@@ -153,3 +154,117 @@ def test_sandbox_says_in_its_first_line_that_it_fell_back_to_the_double(
     args = argparse.Namespace(backend="real", build=False)
     with pytest.raises(RuntimeError, match=r"^--backend real: needs root$"):
         sandbox._choose(args)
+
+
+def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vgpu_guard.controlplane
+
+    monkeypatch.setattr(vgpu_guard.controlplane, "cached_binaries", lambda: None)
+
+
+def test_build_flag_builds_the_real_control_plane(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``--build`` with nothing cached calls the build (no real build here) and picks its result."""
+    import vgpu_guard.controlplane
+    from vgpu_guard.cli import sandbox
+    from vgpu_guard.controlplane import Binaries
+
+    built = Binaries("1.20.2", tmp_path / "bin", tmp_path / "src", tmp_path / "etcd")
+    calls: list[object] = []
+
+    def ensure_built(log: object) -> Binaries:
+        calls.append(log)
+        return built
+
+    _no_cache(monkeypatch)
+    monkeypatch.setattr(vgpu_guard.controlplane, "ensure_built", ensure_built)
+    args = argparse.Namespace(backend="auto", build=True)
+    assert sandbox._choose(args) == (
+        built,
+        "backend: real control plane, Kubernetes 1.20.2 "
+        "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)",
+    )
+    assert len(calls) == 1
+    assert sandbox._choose(argparse.Namespace(backend="auto", build=False))[0] is None
+    assert len(calls) == 1, "without --build nothing is built"
+
+
+@pytest.mark.parametrize("backend", ["auto", "real"])
+def test_failed_build_prints_one_line_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, backend: str
+) -> None:
+    """A build the user asked for that fails is an error on any backend: one line, exit 2."""
+    import vgpu_guard.controlplane
+    from vgpu_guard.cli import sandbox
+    from vgpu_guard.controlplane import BuildError
+
+    def ensure_built(log: object) -> object:
+        raise BuildError("make failed (exit 2); last output of /cache/.build-1/build.log:\nline 1\nline 2")
+
+    _no_cache(monkeypatch)
+    monkeypatch.setattr(vgpu_guard.controlplane, "ensure_built", ensure_built)
+    args = argparse.Namespace(
+        backend=backend, build=True, kubeconfig=str(tmp_path / "kc"), port=0, with_guard=False
+    )
+    assert sandbox.run(args) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        "error: --build failed: make failed (exit 2); last output of /cache/.build-1/build.log; "
+        "--backend double runs the API double\n",
+    )
+    assert not (tmp_path / "kc").exists()
+
+
+@pytest.mark.parametrize(
+    ("git_version", "scope", "release"),
+    [
+        ("v1.20.2", "namespaceOptIn", "1.20"),
+        ("v1.27.9-gke.1", "namespaceOptIn", "1.27"),
+        ("v1.28.0", "matchConditions", "1.28"),
+        ("v1.33.0+vgpu-guard-double", "matchConditions", "1.33"),
+        ("", "namespaceOptIn", "unknown"),
+    ],
+)
+def test_pod_scope_follows_the_charts_auto_scope(git_version: str, scope: str, release: str) -> None:
+    from vgpu_guard.cli.sandbox import pod_scope
+
+    assert pod_scope({"gitVersion": git_version}) == (scope, release)
+
+
+def test_opt_in_configurations_are_the_charts_for_servers_before_1_28() -> None:
+    """No matchConditions (1.20 drops them and would send every pod), every pod-side webhook
+    limited to opted-in namespaces, the pod-allocations UPDATE entry included; queues are
+    cluster-scoped and keep no namespaceSelector."""
+    from vgpu_guard.cli.sandbox import OPT_IN, opt_in_label, webhook_configurations
+
+    configs = webhook_configurations("https://127.0.0.1:1234", b"CA", OPT_IN)
+    hooks = {(c["kind"], h["name"]): h for c in configs for h in c["webhooks"]}
+    assert sorted(hooks) == [
+        ("MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"),
+        ("ValidatingWebhookConfiguration", "pod-allocations.vgpu-guard.io"),
+        ("ValidatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"),
+        ("ValidatingWebhookConfiguration", "queues.vgpu-guard.io"),
+        ("ValidatingWebhookConfiguration", "workloads.vgpu.vgpu-guard.io"),
+    ]
+    assert not any("matchConditions" in h for h in hooks.values())
+    assert opt_in_label(configs) == ("vgpu-guard.io/admission", "enabled")
+    required = {"key": "vgpu-guard.io/admission", "operator": "In", "values": ["enabled"]}
+    for (_, name), hook in hooks.items():
+        assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:1234/"), name
+        if name != "queues.vgpu-guard.io":
+            assert required in hook["namespaceSelector"]["matchExpressions"], name
+    allocations = hooks[("ValidatingWebhookConfiguration", "pod-allocations.vgpu-guard.io")]
+    assert [r["operations"] for r in allocations["rules"]] == [["UPDATE"], ["CREATE"]]
+
+
+def test_scope_lines_say_which_pods_reach_the_webhook() -> None:
+    from vgpu_guard.cli.sandbox import scope_lines
+
+    assert scope_lines("matchConditions", "1.33", "", ("default",)) == [
+        "scope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks"
+    ]
+    assert scope_lines("namespaceOptIn", "1.20", "vgpu-guard.io/admission=enabled", ("default",)) == [
+        "scope:      namespace opt-in (Kubernetes 1.20 has no matchConditions): only pods in namespaces "
+        "labelled vgpu-guard.io/admission=enabled reach the pod webhooks",
+        "labelled:   default (`kubectl label namespace NAME vgpu-guard.io/admission=enabled` opts in another)",
+    ]

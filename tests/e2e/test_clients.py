@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 import shlex
 import signal
@@ -30,7 +31,7 @@ import yaml
 
 from tests.e2e.clients import GOLDEN, REPO, Helm, Kubectl, Run, assert_golden, kubectl_binary, normalise
 from tests.e2e.conftest import Env, gpu_pod, plain_pod
-from tests.e2e.harness import CONTROLLER_SA, NAMESPACE, WEBHOOK_SA, Guard, until
+from tests.e2e.harness import CONTROLLER_SA, NAMESPACE, POOL_LABEL, WEBHOOK_SA, Guard, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -147,13 +148,94 @@ async def test_kubectl_describe_pending_pod(env: Env, kubectl: Kubectl) -> None:
     applied = await kubectl("apply", "-n", env.ns, "-f", "-", stdin=yaml.safe_dump(pod))
     assert applied.code == 0, applied.transcript()
 
-    async def event_shown() -> str:
+    async def event_shown() -> tuple[str, tuple[int, int]] | None:
+        """The description once it has the event, with the node counts of the same moment (a
+        node another story deleted may still be in the controller's view for a moment)."""
         out = await kubectl("describe", "pod", "-n", env.ns, "too-big")
-        return out.stdout if "FailedScheduling" in out.stdout else ""
+        if "FailedScheduling" not in out.stdout:
+            return None
+        counted = await _node_counts(kubectl, "seed-000")
+        found = _NODE_COUNTS.search(out.stdout)
+        shown = tuple(int(g) for g in found.groups()) if found else ()
+        return (out.stdout, counted) if shown[:1] == counted[:1] else None
 
-    described = await until("the FailedScheduling event in kubectl describe", event_shown)
+    described, counted = await until("the FailedScheduling event in kubectl describe", event_shown)
     sections = _sections(described, ("Conditions:", "Events:"))
-    assert_golden("describe-pending-pod.txt", normalise(sections, {env.ns: "NAMESPACE"}))
+    text = normalise(sections, {env.ns: "NAMESPACE"})
+    assert_golden("describe-pending-pod.txt", _node_counts_out(text, counted))
+
+
+async def _node_counts(kubectl: Kubectl, pool: str) -> tuple[int, int]:
+    """(all Nodes, Nodes outside ``pool``) as the cluster has them: an ``E2E_KUBECONFIG`` cluster
+    may have nodes of its own, which the scheduling message counts too."""
+    listed = await kubectl("get", "nodes", "-o", "json")
+    assert listed.code == 0, listed.transcript()
+    nodes = json.loads(listed.stdout)["items"]
+    in_pool = sum(1 for n in nodes if (n["metadata"].get("labels") or {}).get(POOL_LABEL) == pool)
+    return len(nodes), len(nodes) - in_pool
+
+
+_NODE_COUNTS = re.compile(
+    r"0/(\d+) nodes are available: (\d+) nodes don't match the pod's node selector/affinity, "
+    r"(\d+) nodes have no vGPU devices"
+)
+
+
+def _node_counts_out(text: str, counted: tuple[int, int]) -> str:
+    """The message's node counts checked against ``counted`` and replaced by placeholders, so the
+    golden file holds on any cluster: every node outside the pool is either GPU-less (counted
+    first) or does not match the pod's node selector."""
+    total, elsewhere = counted
+    found = _NODE_COUNTS.search(text)
+    assert found, text
+    shown, unmatched, gpu_less = (int(g) for g in found.groups())
+    assert (shown, unmatched + gpu_less) == (total, elsewhere), (counted, text)
+    start, end = found.span()
+    placeholders = (
+        "0/<nodes> nodes are available: <n> nodes don't match the pod's node selector/affinity, "
+        "<n> nodes have no vGPU devices"
+    )
+    return text[:start] + placeholders + text[end:]
+
+
+async def test_kubectl_wait(env: Env, kubectl: Kubectl) -> None:
+    """``kubectl wait`` for our PodScheduled=False condition, then for the pod's deletion: each
+    prints ``condition met`` and returns long before its timeout (a watch the server neither serves
+    nor refuses would hang it). A finalizer holds the deleted pod until the wait is watching."""
+    name, finalizer = "wait-for-me", "e2e.vgpu-guard.io/held"
+    pod = gpu_pod(name, 30000, pool="seed-000")
+    pod["metadata"]["finalizers"] = [finalizer]
+    release = ("patch", "pod", "-n", env.ns, name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    env.undo.append(lambda: kubectl(*release))
+    applied = await kubectl("apply", "-n", env.ns, "-f", "-", stdin=yaml.safe_dump(pod))
+    assert applied.code == 0, applied.transcript()
+
+    condition = await _timed(kubectl, "--for=condition=PodScheduled=false", name, env.ns)
+    assert (condition.code, condition.stdout, condition.stderr) == (0, f"pod/{name} condition met\n", "")
+    deleted = await kubectl("delete", "pod", "-n", env.ns, name, "--wait=false")
+    assert (deleted.code, deleted.stdout) == (0, f'pod "{name}" deleted\n'), deleted.transcript()
+    waiting = asyncio.create_task(_timed(kubectl, "--for=delete", name, env.ns))
+    await asyncio.sleep(2)  # the wait's GET and watch are under way (the pod is still there)
+    assert not waiting.done(), waiting.result().transcript()
+    released = await kubectl(*release)
+    assert (released.code, released.stdout) == (0, f"pod/{name} patched\n"), released.transcript()
+    gone = await waiting
+    assert (gone.code, gone.stdout, gone.stderr) == (0, f"pod/{name} condition met\n", "")
+
+
+WAIT_TIMEOUT = 20
+
+
+async def _timed(kubectl: Kubectl, condition: str, name: str, ns: str) -> Run:
+    """``kubectl wait`` for one pod, asserted to end well within its ``--timeout``."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    out = await kubectl(
+        "wait", "-n", ns, condition, f"pod/{name}", f"--timeout={WAIT_TIMEOUT}s", within=WAIT_TIMEOUT + 10
+    )
+    took = loop.time() - started
+    assert took < WAIT_TIMEOUT / 2, f"kubectl wait {condition} took {took:.1f}s: {out.transcript()}"
+    return out
 
 
 def _sections(text: str, headings: tuple[str, ...]) -> str:
@@ -278,6 +360,16 @@ README_KUBECONFIG = "/tmp/sandbox.kubeconfig"
 SANDBOX_BIN = Path(sys.executable).with_name("vgpu-guard")
 
 
+# What the sandbox registers (the chart's ``webhooks.scope: auto``): 1.20 has no matchConditions,
+# so only opted-in namespaces reach the pod webhooks, and the README's namespace is opted in.
+SCOPE_LINES = {
+    "real": "scope:      namespace opt-in (Kubernetes 1.20 has no matchConditions): only pods in namespaces "
+    "labelled vgpu-guard.io/admission=enabled reach the pod webhooks\n"
+    "labelled:   default (`kubectl label namespace NAME vgpu-guard.io/admission=enabled` opts in another)\n",
+    "double": "scope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n",
+}
+
+
 def readme_try_it() -> list[str]:
     """The command lines of the first ``bash`` block of the README's Sandbox section."""
     text = README.read_text()
@@ -328,6 +420,7 @@ async def test_readme_sandbox_commands(
                 "double": "backend: API double (in memory; --backend double)\n",
             }[backend]
         ), banner
+        assert SCOPE_LINES[backend] in "".join(banner), banner
         await _run_readme_lines(commands, kubeconfig, tmp_path)
     finally:
         if process.returncode is None:

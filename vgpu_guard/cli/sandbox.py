@@ -12,13 +12,16 @@ Two backends, one interface (a kubeconfig and the same commands):
 
 The first line printed names the backend and, for the double, why. With ``--with-guard`` the
 sandbox also runs our webhook and controller as child processes (``vgpu-guard serve webhook`` /
-``serve controller``, TLS from a CA generated here) and registers them by creating the chart's
-webhook configurations, rendered with ``webhooks.urlOverride``
-(``vgpu_guard/data/sandbox/webhook-configurations.yaml``), pointed at the local webhook with that
-CA as caBundle. A stand-in for the device plugin confirms each binding
-(``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops the children and the server, and
-the state is gone (the real backend's etcd lives in a temporary directory). There are no nodes
-until you create them (e.g. from ``examples/simulate/``).
+``serve controller``, TLS from a CA generated here) and registers them by creating, through the
+API as a user would, what the chart registers on that server: its webhook configurations rendered
+with ``webhooks.urlOverride`` (``vgpu_guard/data/sandbox/``), pointed at the local webhook with
+that CA as caBundle. The chart's ``webhooks.scope: auto`` picks matchConditions from Kubernetes
+1.28 and the namespace opt-in scope before (1.20 drops matchConditions silently, which would send
+every pod to us), so the sandbox reads the server's ``/version`` and, in the opt-in scope, labels
+the namespace the README's commands use (``default``) and says so. A stand-in for the device
+plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops the
+children and the server, and the state is gone (the real backend's etcd lives in a temporary
+directory). There are no nodes until you create them (e.g. from ``examples/simulate/``).
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ import base64
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -45,7 +49,7 @@ import yaml
 
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource
+from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
 
 if TYPE_CHECKING:
     from vgpu_guard.controlplane import Binaries
@@ -53,7 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 Obj = dict[str, Any]
-Register = Callable[[Resource, Obj], Awaitable[object]]
 Helper = Callable[[], Coroutine[Any, Any, None]]
 
 NAMESPACE = "vgpu-guard"
@@ -65,6 +68,16 @@ _STOP_SECONDS = 15.0
 _CONFIRM_INTERVAL = 0.2
 _HEARTBEAT_SECONDS = 5.0
 BACKENDS = ("auto", "real", "double")
+MATCH_CONDITIONS = "matchConditions"
+OPT_IN = "namespaceOptIn"
+# The chart's podScope: matchConditions are on by default (beta) from this release.
+MATCH_CONDITIONS_SINCE = (1, 28)
+SCOPE_FILES = {
+    MATCH_CONDITIONS: "webhook-configurations.yaml",
+    OPT_IN: "webhook-configurations-opt-in.yaml",
+}
+# Where the README's "try it" commands create their objects (no namespace in examples/).
+OPTED_IN_NAMESPACES = ("default",)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -112,11 +125,21 @@ def _crd_files() -> Iterator[Any]:
                 yield yaml.safe_load(entry.read_text("utf-8"))
 
 
-def webhook_configurations(base_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
-    """The chart's webhook configurations pointed at ``base_url`` and trusting ``ca_pem``."""
-    text = (resources.files("vgpu_guard") / "data" / "sandbox" / "webhook-configurations.yaml").read_text(
-        "utf-8"
-    )
+def pod_scope(version: Obj) -> tuple[str, str]:
+    """The scope the chart's ``webhooks.scope: auto`` renders for a server's ``/version``, and the
+    release ("1.20") it read; a version it cannot read gets the opt-in scope, which never sends a
+    pod of an unlabelled namespace to us (the safe side when matchConditions may be dropped)."""
+    found = re.match(r"v?(\d+)\.(\d+)", str(version.get("gitVersion") or ""))
+    if found is None:
+        return OPT_IN, "unknown"
+    release = (int(found.group(1)), int(found.group(2)))
+    scope = MATCH_CONDITIONS if release >= MATCH_CONDITIONS_SINCE else OPT_IN
+    return scope, f"{release[0]}.{release[1]}"
+
+
+def webhook_configurations(base_url: str, ca_pem: bytes, scope: str = MATCH_CONDITIONS) -> list[Obj]:
+    """The chart's webhook configurations for ``scope`` pointed at ``base_url``, trusting ``ca_pem``."""
+    text = (resources.files("vgpu_guard") / "data" / "sandbox" / SCOPE_FILES[scope]).read_text("utf-8")
     bundle = base64.b64encode(ca_pem).decode("ascii")
     out = []
     for doc in yaml.safe_load_all(text):
@@ -133,6 +156,28 @@ def webhook_configurations(base_url: str, ca_pem: bytes) -> list[dict[str, Any]]
             client["caBundle"] = bundle
         out.append(doc)
     return out
+
+
+def opt_in_label(configs: list[Obj]) -> tuple[str, str]:
+    """The label (key, value) the opt-in scope's namespaceSelectors require, read from the
+    configurations themselves so it follows the chart's ``webhooks.optInLabel``."""
+    for config in configs:
+        for hook in config.get("webhooks") or []:
+            for expr in (hook.get("namespaceSelector") or {}).get("matchExpressions") or []:
+                if expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                    return str(expr["key"]), str(expr["values"][0])
+    raise ValueError("the packaged opt-in webhook configurations require no namespace label")
+
+
+def scope_lines(scope: str, release: str, label: str, namespaces: tuple[str, ...]) -> list[str]:
+    """What the sandbox prints about which pods reach the webhook."""
+    if scope == MATCH_CONDITIONS:
+        return [f"scope:      matchConditions (Kubernetes {release}): only vGPU pods reach the pod webhooks"]
+    return [
+        f"scope:      namespace opt-in (Kubernetes {release} has no matchConditions): only pods in "
+        f"namespaces labelled {label} reach the pod webhooks",
+        f"labelled:   {', '.join(namespaces)} (`kubectl label namespace NAME {label}` opts in another)",
+    ]
 
 
 def _free_port() -> int:
@@ -199,7 +244,7 @@ def _serving_files(workdir: Path) -> bytes:
     return ca.cert_pem
 
 
-async def _start_guard(kubeconfig: Path, workdir: Path, register: Register) -> list[_Child]:
+async def _start_guard(kubeconfig: Path, workdir: Path) -> list[_Child]:
     """Run ``serve webhook`` and ``serve controller`` on ``kubeconfig``; register the webhook."""
     ca_pem = _serving_files(workdir)
     port = _free_port()
@@ -224,12 +269,38 @@ async def _start_guard(kubeconfig: Path, workdir: Path, register: Register) -> l
         await child.start(argv, dict(os.environ))
     for child in children:
         await child.wait_ready()
-    for config_obj in webhook_configurations(f"https://{_HOST}:{port}", ca_pem):
-        mutating = config_obj["kind"] == "MutatingWebhookConfiguration"
-        await register(MUTATING_WEBHOOKS if mutating else VALIDATING_WEBHOOKS, config_obj)
+    scope_text = await _register(kubeconfig, f"https://{_HOST}:{port}", ca_pem)
     print(f"webhook:    https://{_HOST}:{port} (log {children[0].log})")
     print(f"controller: leader-elected, Lease {NAMESPACE}/vgpu-guard-controller (log {children[1].log})")
+    print("\n".join(scope_text))
     return children
+
+
+async def _register(kubeconfig: Path, base_url: str, ca_pem: bytes) -> list[str]:
+    """Create what the chart registers on this server, through its API; returns the scope lines.
+
+    In the opt-in scope the README's namespace is labelled before the configurations exist, so
+    the first ``kubectl apply`` there already reaches the webhook."""
+    from vgpu_guard.kube.aio import AioClusterClient
+
+    admin = await AioClusterClient.from_kubeconfig(str(kubeconfig))
+    try:
+        scope, release = pod_scope(await admin.server_version())
+        configs = webhook_configurations(base_url, ca_pem, scope)
+        label = ""
+        if scope == OPT_IN:
+            key, value = opt_in_label(configs)
+            label = f"{key}={value}"
+            for name in OPTED_IN_NAMESPACES:
+                await admin.patch(NAMESPACES, name, {"metadata": {"labels": {key: value}}})
+        for config_obj in configs:
+            mutating = config_obj["kind"] == "MutatingWebhookConfiguration"
+            await admin.create(MUTATING_WEBHOOKS if mutating else VALIDATING_WEBHOOKS, config_obj)
+    except KubeError as e:
+        raise RuntimeError(f"registering the webhook configurations failed: {e}") from None
+    finally:
+        await admin.close()
+    return scope_lines(scope, release, label, OPTED_IN_NAMESPACES)
 
 
 @dataclass
@@ -237,7 +308,6 @@ class _Cluster:
     """What both backends hand the shared part: the kubeconfig, how to create, what runs beside."""
 
     kubeconfig: Path
-    register: Register
     background: list[Helper]  # for as long as the sandbox runs
     with_guard: list[Helper]  # beside our processes (device plugin stand-in)
 
@@ -255,9 +325,6 @@ async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str
         for crd in _crd_files():
             api.store.create(CRDS, crd)
 
-        async def register(resource: Resource, obj: Obj) -> object:
-            return api.store.create(resource, obj)
-
         async def confirm() -> None:
             from vgpu_guard.cli.simulation import confirm_allocations
 
@@ -266,7 +333,7 @@ async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str
                     confirm_allocations(api.store)
                 await asyncio.sleep(_CONFIRM_INTERVAL)
 
-        yield _Cluster(api.kubeconfig, register, [], [confirm]), api.url
+        yield _Cluster(api.kubeconfig, [], [confirm]), api.url
 
 
 # -- the real control plane -----------------------------------------------------------------------
@@ -287,13 +354,8 @@ async def _real(workdir: Path, binaries: Binaries) -> AsyncIterator[tuple[_Clust
         admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
         try:
             await install(admin, NAMESPACE, list(_crd_files()))
-
-            async def register(resource: Resource, obj: Obj) -> object:
-                return await admin.create(resource, obj)
-
             cluster = _Cluster(
                 plane.kubeconfig,
-                register,
                 [lambda: keep_nodes_ready(admin, _HEARTBEAT_SECONDS)],
                 [lambda: confirm_bindings(admin)],
             )
@@ -316,9 +378,10 @@ def _choose(args: argparse.Namespace) -> tuple[Binaries | None, str]:
         try:
             binaries = ensure_built(lambda line: print(f"control-plane: {line}", file=sys.stderr, flush=True))
         except (BuildError, Unavailable) as e:
-            if args.backend == "real":
-                raise RuntimeError(f"cannot build the real control plane: {e}") from None
-            return None, f"backend: API double (in memory; building the real control plane failed: {e})"
+            # Asked for and failed: an error, not a silent fallback. One line: a failed step's
+            # message goes on with its log's tail, and its first line names the log file.
+            first = (str(e).splitlines() or [type(e).__name__])[0].rstrip(":")
+            raise RuntimeError(f"--build failed: {first}; --backend double runs the API double") from None
     if binaries is not None:
         return binaries, (
             f"backend: real control plane, Kubernetes {binaries.version} "
@@ -373,7 +436,7 @@ async def _run_cluster(
     tasks = [asyncio.create_task(helper()) for helper in helpers]
     try:
         if args.with_guard:
-            children = await _start_guard(cluster.kubeconfig, workdir, cluster.register)
+            children = await _start_guard(cluster.kubeconfig, workdir)
         print("ready; Ctrl-C stops everything", flush=True)
         return await _serve_until_stopped(stop, children)
     except RuntimeError as e:
