@@ -115,6 +115,7 @@ async def test_get_prints_printer_columns_and_explain_describes_our_fields(api: 
         "MEMORY-MIB",
         "FREE-MIB",
         "FULLEST-MEM%",
+        "FULLEST-GPU",
         "AGE",
     ]
     assert row.split()[:4] == ["node-a", "node-a", "1", "2"]

@@ -1,7 +1,10 @@
-"""The CLI's one document reader refuses oversized, alias-bomb and too-deep input: one line, exit 2."""
+"""The CLI's one document reader refuses oversized, alias-bomb and too-deep input: one line, exit 2,
+and (measured on the real process) well under 500 MB of memory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,62 @@ def test_many_aliases_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: 
         f"error: {many}: line {MAX_ALIASES + 6}: more than {MAX_ALIASES} YAML aliases (*name); write the values out "
         "(aliases can expand a small file into gigabytes)\n"
     )
+
+
+# Runs its arguments as a child and prints the child's peak RSS (KiB on Linux): RUSAGE_CHILDREN
+# counts only the CLI, not pytest or this wrapper. The child's address space is capped at 4 GiB so
+# a regression (the old reader grew to 22 GB on /dev/zero) fails the test instead of the machine.
+PEAK_RSS = """\
+import resource, subprocess, sys
+def cap():
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+child = subprocess.run(sys.argv[1:], preexec_fn=cap, timeout=60)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(child.returncode)
+"""
+MEMORY_BOUND = 500 * 1000 * 1000  # bytes: issue 22's bound, under the chart's 512Mi limit
+
+
+def hostile(tmp_path: Path, kind: str) -> str:
+    """The path of one hostile input, as issue 22 found them (default caps, no flags)."""
+    if kind == "dev-zero":
+        return "/dev/zero"
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text("[" * 100_000 + "]" * 100_000 + "\n" if kind == "deep" else BILLION_LAUGHS)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (["review"], "dev-zero"),
+        (["simulate"], "dev-zero"),
+        (["review"], "deep"),
+        (["simulate"], "deep"),
+        (["review", "-o", "json"], "billion-laughs"),
+        (["simulate"], "billion-laughs"),
+    ],
+    ids=[
+        "review-dev-zero",
+        "simulate-dev-zero",
+        "review-deep",
+        "simulate-deep",
+        "review-json-bomb",
+        "simulate-bomb",
+    ],
+)
+def test_hostile_input_ends_in_one_line_under_500_mb(tmp_path: Path, argv: list[str], kind: str) -> None:
+    cli = [sys.executable, "-m", "vgpu_guard.cli.main", *argv, "-f", hostile(tmp_path, kind)]
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *cli],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (done.returncode, done.stderr.count("\n"), done.stderr.startswith("error: ")) == (2, 1, True), (
+        done.stderr
+    )
+    peak = int(done.stdout) * 1024
+    assert peak < MEMORY_BOUND, f"{' '.join(argv)} {kind}: peak RSS {peak // 2**20} MiB"

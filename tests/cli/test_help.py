@@ -1,5 +1,5 @@
-"""The ``--help`` of ``review`` and ``simulate``, exactly: exit codes 0/1/2, every ``-o`` choice
-described, the cluster options. A changed flag or wording shows up here as a diff users would see."""
+"""The ``--help`` of ``vgpu-guard``, ``review`` and ``simulate``, exactly: exit codes 0/1/2, every
+``-o`` choice described, the cluster options. A changed flag or wording shows up here as a diff users would see."""
 
 from __future__ import annotations
 
@@ -96,6 +96,43 @@ exit codes:
   2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
      a --kubeconfig that cannot be read, or a scenario the in-memory cluster cannot run
 """
+
+
+TOP_HELP = """\
+usage: vgpu-guard [-h] [--version] COMMAND ...
+
+Admission webhook and policy controller for Volcano vGPU clusters.
+
+positional arguments:
+  COMMAND
+    review    run the admission decisions on YAML files, offline
+    simulate  run admission and the allocation controller on a scenario, on an in-memory cluster
+    serve     run the webhook and/or the controller against a cluster
+    certs     certificate tools for the webhook's TLS
+    sandbox   a local cluster for kubectl: the real control plane when built, else the API double
+    status    one screen on the fleet's GPUs: memory, cores, pods, MIG, pending pods, queues
+
+options:
+  -h, --help  show this help message and exit
+  --version   show program's version number and exit
+
+exit codes (review's and simulate's --help say what each means for them):
+  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox)
+  1  denied: at least one object denied (review); certs and sandbox also use it when they refuse
+     or a component fails (the reason is on stderr)
+  2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
+     kubeconfig or API server that cannot be read
+"""
+
+
+def test_top_level_help_is_exactly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit) as exit_:
+        run(["--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == TOP_HELP
 
 
 @pytest.mark.parametrize(("command", "expected"), [("review", REVIEW_HELP), ("simulate", SIMULATE_HELP)])

@@ -11,7 +11,7 @@ import pytest
 from vgpu_guard.cli.app import build_parser, run
 
 ROOT = Path(__file__).resolve().parents[2]
-NUMBERED = re.compile(r"\bseeds?[ _-]?\d", re.IGNORECASE)
+NUMBERED = re.compile(r"\bseeds?(?:\s+|[_-])?\d+", re.IGNORECASE)
 SCANNED = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").rglob("*.*")),
@@ -22,8 +22,16 @@ EXAMPLE_NAMES = ["ib-gang.yaml", "mig.yaml", "overcommit.yaml", "priority.yaml",
 
 
 def numbered(text: str) -> list[str]:
-    """Each line that names a scenario by number."""
-    return [line.strip() for line in text.splitlines() if NUMBERED.search(line)]
+    """Each place that names a scenario by number, as `<line>: <match>`.
+
+    The whole text is searched, not line by line, so a reflowed paragraph that leaves
+    "seed" at the end of one line and the number at the start of the next is still caught;
+    a match is reported at the line where it starts, with its whitespace collapsed.
+    """
+    return [
+        f"{text.count(chr(10), 0, match.start()) + 1}: {' '.join(match.group().split())}"
+        for match in NUMBERED.finditer(text)
+    ]
 
 
 def test_the_pattern_catches_what_users_used_to_see() -> None:
@@ -32,10 +40,15 @@ def test_the_pattern_catches_what_users_used_to_see() -> None:
     assert numbered("random seed: 20250609\nseeded names\n") == []
 
 
+def test_the_pattern_catches_a_number_wrapped_onto_the_next_line() -> None:
+    text = "title\nthe crash loop (`...`, seed\n001); newer versions\nSeed   \n   002\n"
+    assert numbered(text) == ["2: seed 001", "4: Seed 002"]
+
+
 @pytest.mark.parametrize("path", [p for p in SCANNED if p.is_file()], ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_file_users_read_numbers_a_scenario(path: Path) -> None:
     assert numbered(path.name) == [], path
-    assert numbered(path.read_text(encoding="utf-8")) == []
+    assert [f"{path.relative_to(ROOT)}:{hit}" for hit in numbered(path.read_text(encoding="utf-8"))] == []
 
 
 def test_the_example_scenarios_are_named_for_their_failure() -> None:

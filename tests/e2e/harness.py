@@ -70,7 +70,7 @@ SUITE_LABEL = "e2e.vgpu-guard.io/suite"
 POOL_LABEL = "e2e.vgpu-guard.io/pool"
 CAPACITY_LABEL = "e2e.vgpu-guard.io/capacity"
 IB_LABEL = "e2e.vgpu-guard.io/ib-cluster"
-OPT_IN_LABEL = "vgpu-guard.io/admission"  # the chart's webhooks.optOutLabel
+OPT_IN_LABEL = "vgpu-guard.io/admission"  # the chart's webhooks.optInLabel
 
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)

@@ -13,10 +13,23 @@ __all__ = ["build_parser", "run"]
 _COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status")
 
 
+# The exit codes every command shares, so a CI step can tell "denied" from "could not judge";
+# each command's own --help says what its codes mean for it.
+EPILOG = """\
+exit codes (review's and simulate's --help say what each means for them):
+  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox)
+  1  denied: at least one object denied (review); certs and sandbox also use it when they refuse
+     or a component fails (the reason is on stderr)
+  2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
+     kubeconfig or API server that cannot be read"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vgpu-guard",
         description="Admission webhook and policy controller for Volcano vGPU clusters.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vgpu-guard {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

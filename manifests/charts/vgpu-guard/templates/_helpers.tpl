@@ -135,7 +135,7 @@ has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.met
 
 {{/*
 How pods reach the pod webhooks: "matchConditions" (only GPU pods are sent, CEL; beta and on by
-default from 1.28) or "namespaceOptIn" (only namespaces labelled <optOutLabel>=enabled; for
+default from 1.28) or "namespaceOptIn" (only namespaces labelled <optInLabel>=enabled; for
 clusters without matchConditions, which drop the field silently and would send every pod).
 */}}
 {{- define "vgpu-guard.podScope" -}}
@@ -167,7 +167,7 @@ matchExpressions:
     operator: NotIn
     values: {{ toJson ($excluded | uniq) }}
   {{- if eq (include "vgpu-guard.podScope" .ctx) "namespaceOptIn" }}
-  - key: {{ $v.webhooks.optOutLabel }}
+  - key: {{ $v.webhooks.optInLabel }}
     operator: In
     values: ["enabled"]
   {{- end }}

@@ -1,0 +1,74 @@
+"""``kubectl get gpuledgers`` answers "which GPU is full" in its default table, on both backends.
+
+The header test in ``test_clients`` derives the columns from the CRD; this one pins what a row
+says once a pod is bound: the node's one GPU by uuid, the memory reserved and free, and the
+fullest card's percentage, as the real ``kubectl`` prints them (``-o wide`` adds vGPUs and MIG).
+The pod asks for a quarter of the suite's A10 (24576 MiB), so every figure is exact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.clients import Kubectl
+from tests.e2e.conftest import Env, gpu_pod
+from tests.e2e.harness import until
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+NODE, GPU, POOL = "e2e-a10-0", "GPU-e2e-a10-0-0", "seed-000"
+MEMORY = 6144
+HEADER = [
+    "NAME",
+    "NODE",
+    "PODS",
+    "GPUS",
+    "FULL",
+    "MEMORY-MIB",
+    "FREE-MIB",
+    "FULLEST-MEM%",
+    "FULLEST-GPU",
+    "AGE",
+]
+ROW = [NODE, NODE, "1", "1", "0", str(MEMORY), str(24576 - MEMORY), "25", GPU]
+
+
+@pytest.fixture
+def kubectl(env: Env, tmp_path: Path) -> Kubectl:
+    return Kubectl(env.backend.admin_kubeconfig, tmp_path / "kube-cache")
+
+
+async def _bound_alone(env: Env, name: str) -> dict[str, Any] | None:
+    """The node's ledger once it holds the story's pod and nothing else (earlier stories' pods
+    are deleted with their namespaces, and the controller releases their entries)."""
+    pod = await env.pod(name)
+    ledger = await env.ledger(NODE)
+    if not pod["spec"].get("nodeName") or ledger is None:
+        return None
+    summary = ledger["spec"].get("summary") or {}
+    return ledger if summary.get("pods") == 1 and summary.get("memoryMiB") == MEMORY else None
+
+
+async def test_default_table_names_the_fullest_gpu_and_its_memory(env: Env, kubectl: Kubectl) -> None:
+    applied = await kubectl(
+        "apply", "-n", env.ns, "-f", "-", stdin=yaml.safe_dump(gpu_pod("quarter", MEMORY, pool=POOL))
+    )
+    assert applied.code == 0, applied.transcript()
+    await until(f"pod quarter bound alone on {NODE}", lambda: _bound_alone(env, "quarter"))
+    assert GPU in (await env.pod("quarter"))["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"]
+
+    table = await kubectl("get", "gpuledgers", NODE)
+    assert (table.code, table.stderr) == (0, ""), table.transcript()
+    header, row = table.stdout.splitlines()
+    assert header.split() == HEADER
+    assert row.split()[:-1] == ROW  # the last cell is the age
+
+    wide = await kubectl("get", "gpuledgers", NODE, "-o", "wide")
+    assert (wide.code, wide.stderr) == (0, ""), wide.transcript()
+    header, row = wide.stdout.splitlines()
+    assert header.split() == [*HEADER[:-1], "VGPUS", "MIG", "AGE"]  # the CRD lists Age last
+    assert row.split()[:-1] == [*ROW, "1", "0"]
