@@ -512,16 +512,16 @@ def main() -> int:
         "binpack puts a burst on one node, whose plugin handshake then serialises it",
     )
     parser.add_argument(
-        "--smoke", action="store_true", help="10 nodes, 100 pods, one QPS, short latency runs"
+        "--smoke", action="store_true", help="5 nodes, 50 pods, one QPS, a short latency run"
     )
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.pods, args.qps, args.latency_rates, args.latency_seconds = (
-            10,
-            100,
+            5,
+            50,
             [500],
-            [50.0],
-            4.0,
+            [20.0],
+            2.0,
         )
     socket.setdefaulttimeout(60)
     return asyncio.run(main_async(args))

@@ -1,22 +1,24 @@
-"""The allocation controller: one pass = read -> release/adopt -> decide -> CAS ledgers -> bind.
+"""The allocation controller: one pass = take in changes -> release/verify/adopt -> decide -> CAS -> bind.
 
-Every pass starts from fresh reads, ledgers FIRST and pods second: an entry read at t1 belongs to
-a pod created before t1, so if the pod list (t2 > t1) lacks it the pod is really gone; and a pod
-bound by another replica after t1 had its entry written after t1, so our CAS on that ledger
-fails. Every ledger write carries the resourceVersion it was decided on; on 409 the pass stops
-and the next pass re-reads and decides again (``settle`` loops). A pod is bound only after a
-successful write that marks its entry ``committed``; committed entries are released only when
-the pod ends (deleted, Succeeded, Failed) or is found bound elsewhere. docs/design/ledger.md
-walks through every crash window.
+A pass reads its inputs (informer caches while running, fresh LISTs in ``simulate`` and tests) and
+hands them to ``World`` (controller/world.py), which finds what changed since the last pass and
+keeps the allocator and kube-scheduler's workloads in step with it, so a pass costs what changed,
+not what the cluster holds. Every ledger write carries the resourceVersion it was decided on; on
+409 the pass stops and the next one decides again from fresh state (``settle`` loops). A pod is
+bound only after a successful write that marks its entry ``committed``; committed entries are
+released only when the pod ends (deleted, Succeeded, Failed) or is found bound elsewhere.
+docs/design/ledger.md walks through every crash window, and why stale caches are safe.
 
 Per pass:
-1. release entries of ended pods, adopt bound pods that carry an assignment but have no entry,
-   report invariant violations found in the ledgers (Event, metric, audit line; never evict);
+1. release entries of ended pods, cross-check entries against their bound pods' assignment
+   annotations (hold the larger), adopt bound pods that carry an assignment but have no entry;
+   all over the pods and entries that changed (``Changes.dirty``); report invariant violations of
+   the nodes that changed (Event, metric, audit line; never evict);
 2. place pending pods (ours: ``spec.schedulerName``) in priority/creation order, gangs as one
-   decision; reserve, and commit when the node has no pod in ``bind-phase=allocating``;
-3. write the changed ledgers (CAS), then bind committed entries, one per node, with the device
-   annotations on the Binding; Events and audit lines; ``PodScheduled=False`` with the reason for
-   pods that cannot be placed.
+   decision; a single pod is reserved and committed in one write;
+3. write the changed ledgers (CAS, all nodes at once, bounded), hand the committed entries to the
+   Binder (one binding in flight per node, the plugin's handshake), and report ``PodScheduled=False``
+   with the reason for pods that cannot be placed.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,10 +34,12 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from vgpu_guard.controller.binder import Binder, Waiting
 from vgpu_guard.controller.inputs import InputSource, ListedInputs, list_all
-from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.controller.unplaceable import UnplaceableMemo
+from vgpu_guard.controller.world import PodRecord, World
 from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
-from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
+from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.assignment import (
     AssignmentError,
     adopted_allocation,
@@ -46,31 +50,13 @@ from vgpu_guard.engine.assignment import (
 )
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.ledger import (
-    Allocation,
-    GpuUsage,
-    LedgerError,
-    NodeLedger,
-    check_invariants,
-    check_write,
-    decode_ledger,
-    encode_ledger,
-    gpu_usage,
-)
+from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
-from vgpu_guard.engine.pod_request import (
-    GROUP_ANNOTATIONS,
-    PodRequest,
-    PodRequestError,
-    pod_request,
-    whole_card_gpus,
-)
-from vgpu_guard.engine.scheduling import PodFacts, Workloads, pod_facts
-from vgpu_guard.engine.untrusted import plain_int
+from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
+from vgpu_guard.engine.scheduling import PodFacts, pod_facts
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
-    EVENTS,
     LEDGERS,
     NAMESPACES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -86,9 +72,8 @@ log = logging.getLogger("vgpu_guard.controller.allocation")
 
 Obj = dict[str, Any]
 Clock = Callable[[], float]
-_COMPONENT = "vgpu-guard"
-_EVENT_MESSAGE_LIMIT = 1024
-_FINDINGS_SHOWN = 5
+# (pod, message, PENDING_REASONS entry) for a pod that stays Pending.
+Report = tuple[Obj, str, str]
 
 
 @dataclass
@@ -118,23 +103,9 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return m if isinstance(m, Mapping) else {}
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    a = _meta(obj).get("annotations")
-    return a if isinstance(a, Mapping) else {}
-
-
-def _phase(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status")
-    return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
-
-
 def _node_name(pod: Mapping[str, Any]) -> str:
     spec = pod.get("spec")
     return str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
-
-
-def _terminal(pod: Mapping[str, Any]) -> bool:
-    return _phase(pod) in ("Succeeded", "Failed")
 
 
 # Requests of one pass sent at once (ledger writes of different nodes, bindings, reports): enough to
@@ -157,8 +128,40 @@ async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = WRITE_CON
             raise outcome
 
 
+def _with_facts(request: PodRequest, facts: PodFacts) -> PodRequest:
+    return replace(request, facts=facts)
+
+
+def release_reason(record: PodRecord | None, node: str) -> str | None:
+    """Why a ledger entry on ``node`` no longer holds its pod (None: it does)."""
+    if record is None:
+        return "deleted"
+    if record.terminal:
+        return record.pod_phase.lower()
+    if record.node and record.node != node:
+        return "moved"
+    if not record.node and record.deleting:
+        return "deleted"
+    return None
+
+
+@dataclass
+class Reconciled:
+    """Step 1's findings, written as one ledger per node."""
+
+    updated: dict[str, NodeLedger] = field(default_factory=dict)
+    released: list[tuple[Allocation, str, str]] = field(default_factory=list)
+    repaired: list[tuple[Allocation, str, list[str]]] = field(default_factory=list)
+    invalid: list[tuple[Obj, list[str]]] = field(default_factory=list)
+    adopted: list[tuple[Allocation, str]] = field(default_factory=list)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.released or self.repaired or self.adopted)
+
+
 class AllocationController:
-    """The allocation loop's state across passes: metrics, what was already reported."""
+    """The allocation loop's state across passes: the world, caches, the binder, what was reported."""
 
     def __init__(
         self,
@@ -173,37 +176,30 @@ class AllocationController:
         write_concurrency: int = WRITE_CONCURRENCY,
     ) -> None:
         self.client = client
+        self.config = config
+        self.identity = identity
+        self.clock = clock
+        self.metrics = metrics or AllocationMetrics(registry)
         # Fresh LISTs every pass unless told otherwise (run_controller passes its informers).
         self.inputs: InputSource = inputs or ListedInputs(client)
         self.write_concurrency = write_concurrency
         # Events leave in the background when set (the run loop); settle() waits for them.
         self.background_events = False
-        self._events: set[asyncio.Task[None]] = set()
-        # Decoded ledgers and parsed pod facts by resourceVersion: a pass re-parses only what changed.
-        self._decoded: dict[str, tuple[str, NodeLedger]] = {}
+        self.reports = Reporter(client, config, identity=identity, clock=clock, metrics=self.metrics)
+        self.world = World(config)
+        self.binder = Binder(self._bind, concurrency=write_concurrency)
+        self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
+        # Parsed pod facts and requests by resourceVersion: a pass re-parses only what changed.
         self._facts: dict[str, tuple[tuple[str, str], PodFacts]] = {}
         self._requests: dict[str, tuple[str, PodRequest | PodRequestError | None]] = {}
         self._unplaceable = UnplaceableMemo()
-        self.binder = Binder(self._bind, concurrency=write_concurrency)
-        self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
-        self._placed_count = 0
-        self.config = config
-        self.identity = identity
-        self.clock = clock
-        self.metrics = metrics or AllocationMetrics(registry)
-        self._reported_violations: dict[str, frozenset[str]] = {}
-        self._reported_pods: set[tuple[str, str]] = set()
-        self._reported_findings: set[tuple[str, str, str]] = set()
-        self._bad_ledgers: set[str] = set()
+        self._reported_bad: dict[str, str] = {}
+        self._unreconciled: set[str] = set()
         self._last_error: str | None = None
 
-    # --- reads ---------------------------------------------------------------------------------
-
-    async def _list(self, resource: Resource, *, optional: bool = False) -> list[Obj]:
-        return await list_all(self.client, resource, optional=optional)
+    # --- parsing, once per object version ------------------------------------------------------
 
     def _pod_facts(self, pod: Obj) -> PodFacts:
-        """``pod_facts`` once per pod version (a steady pass re-reads every bound pod)."""
         meta = _meta(pod)
         uid = str(meta.get("uid"))
         key = (str(meta.get("resourceVersion") or ""), _node_name(pod))
@@ -229,30 +225,20 @@ class AllocationController:
             self._requests[uid] = (rv, e)
             raise
         if request is not None:
-            request = replace(request, facts=self._pod_facts(pod))
+            request = _with_facts(request, self._pod_facts(pod))
         self._requests[uid] = (rv, request)
         return request
 
-    def _forget_gone(self, pods: Mapping[str, Obj]) -> None:
-        """Drop parse caches of pods that are gone, when they have grown well past the cluster."""
-        if len(self._facts) > 2 * len(pods) + 1000:
-            self._facts = {u: v for u, v in self._facts.items() if u in pods}
-        if len(self._requests) > 2 * len(pods) + 1000:
-            self._requests = {u: v for u, v in self._requests.items() if u in pods}
-
-    def _decode(self, obj: Obj) -> NodeLedger:
-        """``decode_ledger`` once per ledger version; raises LedgerError as it does."""
-        meta = _meta(obj)
-        name, rv = str(meta.get("name")), str(meta.get("resourceVersion") or "")
-        cached = self._decoded.get(name)
-        if cached is not None and rv and cached[0] == rv:
-            return cached[1]
-        ledger = decode_ledger(obj)
-        self._unplaceable.epoch.ledger_changed(cached[1] if cached is not None else None, ledger)
-        self._decoded[name] = (rv, ledger)
-        return ledger
+    def _forget(self, gone: set[str]) -> None:
+        for uid in gone:
+            self._facts.pop(uid, None)
+            self._requests.pop(uid, None)
+        self.reports.forget_pods(gone)
 
     # --- writes --------------------------------------------------------------------------------
+
+    async def _list(self, resource: Resource, *, optional: bool = False) -> list[Obj]:
+        return await list_all(self.client, resource, optional=optional)
 
     async def _write_ledger(self, old: NodeLedger, new: NodeLedger, info: NodeInfo | None = None) -> None:
         # The summary (kubectl columns) rides in the same CAS write; ``info``: the node's registration.
@@ -266,458 +252,6 @@ class AllocationController:
             written = await self.client.replace(LEDGERS, body)
         if isinstance(written, dict) and written.get("metadata"):
             self.inputs.wrote_ledger(written)
-
-    async def _event(
-        self, obj: Mapping[str, Any], *, reason: str, message: str, type_: str = "Normal"
-    ) -> None:
-        meta = _meta(obj)
-        kind = str(obj.get("kind") or "Pod")
-        namespace = str(meta.get("namespace") or "default")
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-        if len(message) > _EVENT_MESSAGE_LIMIT:
-            message = message[: _EVENT_MESSAGE_LIMIT - 15] + "... (truncated)"
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": str(obj.get("apiVersion") or "v1"),
-                "kind": kind,
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace") or "",
-                "uid": meta.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "source": {"component": _COMPONENT},
-            "reportingComponent": _COMPONENT,
-            "reportingInstance": self.identity,
-        }
-        try:
-            await self.client.create(EVENTS, event, namespace=namespace)
-        except KubeError as e:
-            log.warning("cannot record event %s on %s/%s: %s", reason, namespace, meta.get("name"), e)
-
-    async def _workloads(
-        self, pods: Sequence[Obj], ledgers: Mapping[str, NodeLedger], pending: Sequence[PodFacts]
-    ) -> Workloads:
-        """The pods each node runs, as kube-scheduler's filters count them: bound and not terminal,
-        plus those our ledgers reserve a node for before their binding (so that two replicas,
-        which serialise on the node's ledger, never promise its CPU or ports twice). Claims,
-        volumes and namespace labels are read only when a pending pod needs them."""
-        reserved = {uid: node for node, ledger in ledgers.items() for uid in ledger.allocations}
-        placed = []
-        for pod in pods:
-            if _terminal(pod):
-                continue
-            node = _node_name(pod) or reserved.get(str(_meta(pod).get("uid")))
-            if node:
-                placed.append((self._pod_facts(pod), node))
-        self._unplaceable.epoch.placed_pods(f.uid for f, _ in placed)
-        self._placed_count = len(placed)
-        needs_volumes = any(f.claims for f in pending)
-        needs_namespaces = any(
-            t.namespace_selector is not None for f in pending for t in (*f.affinity, *f.anti_affinity)
-        ) or any(t.namespace_selector is not None for f, _ in placed for t in f.anti_affinity)
-        return Workloads(
-            placed,
-            claims=await self._list(PERSISTENT_VOLUME_CLAIMS, optional=True) if needs_volumes else (),
-            volumes=await self._list(PERSISTENT_VOLUMES, optional=True) if needs_volumes else (),
-            namespaces=await self._list(NAMESPACES) if needs_namespaces else (),
-        )
-
-    async def _unschedulable(self, pod: Obj, message: str, result: PassResult) -> None:
-        """PodScheduled=False/Unschedulable with the message, and an Event, when the message is new."""
-        meta = _meta(pod)
-        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-        assert isinstance(status, Mapping)
-        conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
-        result.unschedulable.append(f"{meta.get('namespace')}/{meta.get('name')}")
-        if current is not None and current.get("status") == "False" and current.get("message") == message:
-            return
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": now,
-        }
-        others = [dict(c) for c in conditions if c.get("type") != "PodScheduled"]
-        try:
-            await self.client.patch(
-                PODS,
-                str(meta.get("name")),
-                {"status": {"conditions": [*others, condition]}},
-                namespace=str(meta.get("namespace")),
-                subresource="status",
-            )
-        except NotFound:
-            return
-        except KubeError as e:
-            result.errors.append(f"pods/status {meta.get('namespace')}/{meta.get('name')}: {e}")
-            return
-        self.metrics.unschedulable.inc()
-        self._emit(self._event(pod, reason="FailedScheduling", message=message, type_="Warning"))
-
-    async def _confirm_missing(self, ledgers: Mapping[str, NodeLedger], by_uid: dict[str, Obj]) -> None:
-        """Ask the server about ledger entries whose pod the cache does not hold (yet).
-
-        A cache may lag the ledgers it is compared with: a pod created and reserved moments ago
-        can be missing from it. Releasing such an entry would free capacity a bound pod may use,
-        so before a release for "deleted" the pod is read; a pod with the same UID is kept.
-        """
-        missing = [
-            entry
-            for ledger in ledgers.values()
-            for uid, entry in ledger.allocations.items()
-            if uid not in by_uid
-        ]
-
-        async def confirm(entry: Allocation) -> None:
-            try:
-                pod = await self.client.get(PODS, entry.name, namespace=entry.namespace)
-            except NotFound:
-                return
-            if str(_meta(pod).get("uid")) == entry.pod_uid:
-                by_uid[entry.pod_uid] = pod
-
-        await _concurrently((confirm(e) for e in missing), self.write_concurrency)
-
-    # --- the pass ------------------------------------------------------------------------------
-
-    async def run_once(self) -> PassResult:
-        """One deterministic pass (see the module docstring); never raises for API errors."""
-        result = PassResult()
-        started = time.monotonic()
-        try:
-            await self._pass(result)
-            log.debug(
-                "pass: %.1f ms, %d pending, %d reserved, %d bound",
-                (time.monotonic() - started) * 1000,
-                result.pending,
-                len(result.reserved),
-                len(result.bound),
-            )
-            if not self.background_events:
-                await self.flush_events()
-        except Conflict as e:
-            self.metrics.conflicts.inc()
-            result.conflicts += 1
-            log.info("ledger write lost a race, re-deciding on the next pass: %s", e)
-        except KubeError as e:
-            result.errors.append(str(e))
-            if str(e) != self._last_error:
-                log.warning(
-                    "allocation pass failed, retrying with backoff (logged again if the error changes): %s", e
-                )
-            self._last_error = str(e)
-            return result
-        if self._last_error is not None:
-            log.info("allocation passes succeed again")
-        self._last_error = None
-        return result
-
-    async def settle(self, *, max_passes: int = 100) -> list[PassResult]:
-        """Run passes until one changes nothing (or ``max_passes``): what ``simulate`` calls."""
-        results = []
-        for _ in range(max_passes):
-            outcome = await self.run_once()
-            results.append(outcome)
-            # Settled, or failing: a failing pass is not retried here (the caller backs off).
-            if not outcome.changed or outcome.errors:
-                break
-        return results
-
-    async def _pass(self, result: PassResult) -> None:
-        now = int(self.clock())
-        nvidia = self.config.nvidia
-        # Ledgers first, then pods: see the module docstring for why the order matters.
-        inputs = await self.inputs.read(self.config)
-        ledger_objs, pods, node_objs = inputs.ledgers, inputs.pods, inputs.nodes
-
-        ledgers: dict[str, NodeLedger] = {}
-        bad: set[str] = set()
-        while ledger_objs:
-            # Popped, so each raw object is freed once decoded: at 100,000 entries the raw JSON
-            # is ~130 MB the rest of the pass does not need.
-            obj = ledger_objs.pop()
-            try:
-                ledger = self._decode(obj)
-            except LedgerError as e:
-                name = str(_meta(obj).get("name"))
-                bad.add(name)
-                if name not in self._bad_ledgers:
-                    log.error("GPULedger %s is malformed, its node is left alone: %s", name, e)
-                continue
-            ledgers[ledger.node] = ledger
-        self._bad_ledgers = bad
-        view = inputs.view
-        if bad:
-            view = replace(view, nodes={n: i for n, i in view.nodes.items() if n not in bad})
-        by_uid = {str(_meta(p).get("uid")): p for p in pods}
-        self._forget_gone(by_uid)
-        if not inputs.fresh:
-            await self._confirm_missing(ledgers, by_uid)
-
-        # 1. release, verify and adopt ---------------------------------------------------------
-        updated = dict(ledgers)
-        released: list[tuple[Allocation, str, str]] = []
-        repaired: list[tuple[Allocation, str, list[str]]] = []
-        invalid: list[tuple[Obj, list[str]]] = []
-        held: set[str] = set()
-        factor = nvidia.gpu_memory_factor
-        for name, ledger in ledgers.items():
-            for uid, entry in ledger.allocations.items():
-                pod = by_uid.get(uid)
-                reason = None
-                if pod is None:
-                    reason = "deleted"
-                elif _terminal(pod):
-                    reason = _phase(pod).lower()
-                elif _node_name(pod) and _node_name(pod) != name:
-                    reason = "moved"
-                elif not _node_name(pod) and _meta(pod).get("deletionTimestamp"):
-                    reason = "deleted"
-                if reason is None:
-                    held.add(uid)
-                    assert pod is not None
-                    raw = _annotations(pod).get(VGPU_IDS)
-                    # Verify before trusting: a bound pod's annotation is what the plugin hands out.
-                    # Our own bindings match the entry exactly (one string compare); anything else
-                    # is decoded and the entry raised to the larger of the two, never lowered.
-                    if (
-                        raw
-                        and _node_name(pod) == name
-                        and raw != encode_assignment(entry.containers, memory_factor=factor)
-                    ):
-                        decoded = decode_assignment_entries(raw)
-                        if decoded.invalid:
-                            invalid.append((pod, decoded.invalid))
-                        fixed, findings = hold_larger(entry, decoded.containers, memory_factor=factor)
-                        if findings:
-                            updated[name] = updated[name].without(uid).with_allocation(fixed)
-                            repaired.append((fixed, name, findings))
-                    continue
-                updated[name] = updated[name].without(uid)
-                released.append((entry, name, reason))
-        adopted: list[tuple[Allocation, str]] = []
-        for uid, pod in by_uid.items():
-            node = _node_name(pod)
-            raw = _annotations(pod).get(VGPU_IDS)
-            if uid in held or not node or not raw or _terminal(pod) or node in bad:
-                continue
-            try:
-                request = pod_request(pod, nvidia)
-                if request is None:
-                    continue
-                queue, _ = pod_queue(request, view)
-                adoption = adopted_allocation(
-                    request, raw, queue=queue, node=view.nodes.get(node), nvidia=nvidia
-                )
-            except (PodRequestError, AssignmentError) as e:
-                result.errors.append(
-                    f"cannot adopt {_meta(pod).get('namespace')}/{_meta(pod).get('name')}: {e}"
-                )
-                continue
-            if adoption.invalid:
-                invalid.append((pod, adoption.invalid))
-            if adoption.allocation.containers:  # nothing valid: nothing the plugin hands out
-                adopted.append((adoption.allocation, node))
-        by_node: dict[str, list[Allocation]] = {}
-        for entry, node in adopted:
-            by_node.setdefault(node, []).append(entry)
-        for node, entries in by_node.items():
-            updated[node] = (updated.get(node) or NodeLedger(node=node)).with_allocations(entries)
-        for name, new in updated.items():
-            old = ledgers.get(name) or NodeLedger(node=name)
-            if new.allocations != old.allocations:
-                await self._write_ledger(old, new, view.nodes.get(name))
-        for entry, name, reason in released:
-            self.metrics.releases.labels(reason).inc()
-            result.released.append(entry.key)
-            audit("release", pod=entry.key, uid=entry.pod_uid, node=name, reason=reason, by=self.identity)
-        result.adopted.extend(entry.key for entry, _ in adopted)
-        self.metrics.adoptions.inc(len(adopted))
-        # One audit line per node: adoption is one ledger write per node, and at a first start on
-        # a busy cluster per-pod lines would be 100,000 lines (~3 s of JSON logging) for one pass.
-        for name, entries in by_node.items():
-            audit(
-                "adoption",
-                node=name,
-                pods=[e.key for e in entries],
-                uids=[e.pod_uid for e in entries],
-                by=self.identity,
-            )
-        if self._reported_findings:  # forget pods that are gone
-            self._reported_findings = {k for k in self._reported_findings if k[0] in by_uid}
-        for pod, skipped in invalid:
-            await self._report_invalid_assignment(pod, skipped)
-        for entry, name, findings in repaired:
-            await self._report_repair(by_uid[entry.pod_uid], entry, name, findings)
-        await self._report_adopted_over_capacity(adopted, updated, view)
-        result.repaired.extend(entry.key for entry, _, _ in repaired)
-        if released or adopted or repaired:
-            return  # the next pass starts from what we just wrote (fresh resourceVersions)
-
-        await self._report_violations(view, ledgers, node_objs)
-
-        # 2. decide -----------------------------------------------------------------------------
-        whole: dict[str, int] = {}
-        busy: dict[str, str] = {}  # node -> the pod in bind-phase=allocating it waits for
-        timeout = self.config.scheduling.allocating_timeout_seconds
-        for pod in pods:
-            node = _node_name(pod)
-            if not node or _terminal(pod):
-                continue
-            whole[node] = whole.get(node, 0) + whole_card_gpus(pod)
-            notes = _annotations(pod)
-            if notes.get(BIND_PHASE) == "allocating" and notes.get(VGPU_NODE) == node:
-                started = plain_int(str(notes.get(BIND_TIME, "0"))) or 0
-                if now - started < timeout:
-                    busy[node] = str(_meta(pod).get("uid"))
-                else:
-                    await self._once(
-                        pod,
-                        "AllocationTimeout",
-                        (
-                            f"the device plugin has not confirmed the GPU assignment within {timeout}s "
-                            f"(bind-phase still allocating); node {node} is released for the next pod; check "
-                            "the volcano-vgpu-device-plugin logs on that node"
-                        ),
-                    )
-            elif notes.get(BIND_PHASE) == "failed":
-                await self._once(
-                    pod,
-                    "DeviceAllocationFailed",
-                    (
-                        f"the device plugin reported bind-phase=failed on node {node}; the pod keeps its GPU "
-                        "reservation until it ends; delete it so its controller recreates it"
-                    ),
-                )
-        scheduler = self.config.scheduling.scheduler_name
-        pending: list[tuple[PodRequest, Obj]] = []
-        reports: list[
-            tuple[Obj, str, str]
-        ] = []  # (pod, message, PENDING_REASONS entry)  # PodScheduled=False + Event, sent together below
-        for pod in pods:
-            spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
-            assert isinstance(spec, Mapping)
-            if spec.get("schedulerName") != scheduler or _node_name(pod) or _terminal(pod):
-                continue
-            if _meta(pod).get("deletionTimestamp"):
-                continue
-            try:
-                request = self._pod_request(pod)
-            except PodRequestError as e:
-                reports.append((pod, f"cannot read the vGPU request: {e}", "invalid-request"))
-                continue
-            if request is None:
-                reports.append(
-                    (
-                        pod,
-                        f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
-                        "or add a volcano.sh/vgpu-number limit",
-                        "invalid-request",
-                    )
-                )
-                continue
-            pending.append((request, pod))
-        workloads = await self._workloads(pods, ledgers, [req.facts for req, _ in pending if req.facts])
-        allocator = Allocator(view, ledgers, config=self.config, whole_card=whole, workloads=workloads)
-        result.pending = len(pending)
-        self.metrics.pending.set(len(pending))
-        objects = {req.uid: pod for req, pod in pending}
-        running: dict[tuple[str, str], int] = {}
-        for pod in pods:
-            group = next((g for k, g in _annotations(pod).items() if k in GROUP_ANNOTATIONS and g), "")
-            if group and _node_name(pod) and not _terminal(pod):
-                key = (str(_meta(pod).get("namespace") or "default"), group)
-                running[key] = running.get(key, 0) + 1
-        units = self._units(pending, view, running)
-        reserved_before = {req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None}
-        to_commit: list[str] = []
-        memo = self._unplaceable.signature(inputs.generation, placed_pods=self._placed_count)
-        self._unplaceable.forget_others(objects)
-        for members, min_member, already in units:
-            if min_member <= 1 and len(members) == 1:
-                single = members[0]
-                version = str(_meta(objects[single.uid]).get("resourceVersion") or "")
-                known = self._unplaceable.known(single, version, memo)
-                if known is not None:  # nothing that could change the answer changed
-                    reports.append((objects[single.uid], known[0], known[1]))
-                    continue
-                placed = allocator.place(single, now=now)
-                if isinstance(placed, Unplaceable):
-                    self._unplaceable.remember(single, version, memo, (placed.message, placed.cause))
-                    reports.append((objects[single.uid], placed.message, placed.cause))
-                    continue
-                allocator.commit(placed)
-                if single.uid not in reserved_before:
-                    result.reserved.append(single.key)
-                # A single pod's reservation is never released because a decision changed (only
-                # when it ends), so it is committed in the write that reserves it: all the pods
-                # decided on a node share one ledger write, and are bound one by one as the
-                # plugin's handshake allows (``_bindable``).
-                if not placed.allocation.committed:
-                    to_commit.append(single.uid)
-                continue
-            outcome = allocator.place_gang(members, min_member=min_member, running=already, now=now)
-            for uid in outcome.released:
-                meta = _meta(objects[uid])
-                result.released.append(f"{meta.get('namespace')}/{meta.get('name')}")
-                self.metrics.releases.labels("gang").inc()
-            if not outcome.ok:
-                for failure in outcome.failures:
-                    reports.append((objects[failure.pod.uid], failure.message, failure.cause))
-                continue
-            for failure in outcome.failures:
-                reports.append((objects[failure.pod.uid], failure.message, failure.cause))
-            fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
-            result.reserved.extend(p.pod.key for p in fresh)
-            if not fresh:
-                # Every member was already reserved when this pass read the ledgers: commit them all.
-                to_commit.extend(p.pod.uid for p in outcome.placements if not p.allocation.committed)
-        for uid in to_commit:
-            allocator.mark_committed(uid)
-
-        # 3. write, then bind -------------------------------------------------------------------
-        # Writes for different nodes, and bindings of different pods, are independent: they go out
-        # together (bounded); every binding still waits for every ledger write of the pass.
-        writes = []
-        for name in sorted({*view.nodes, *ledgers}):
-            old = ledgers.get(name) or NodeLedger(node=name)
-            new = allocator.ledger(name)
-            if new.allocations == old.allocations:
-                continue
-            info = view.nodes.get(name)
-            if info is not None:
-                problems = check_write(old, new, info, memory_factor=nvidia.gpu_memory_factor)
-                if problems:
-                    # The allocator never decides this; refusing the write keeps the invariant anyway.
-                    log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
-                    result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
-                    return
-            writes.append(self._write_ledger(old, new, info))
-        await _concurrently(writes, self.write_concurrency)
-        before = len(self._bound_keys)
-        self.binder.failures.clear()
-        self.binder.offer(self._waiting(allocator, view, objects), busy)
-        if not self.background_events:
-            await self.binder.drain()
-            result.errors.extend(self.binder.failures)
-        result.bound.extend(self._bound_keys[before:])
-        # Reasons last: binds must not wait behind a flood of status patches for pods with no room.
-        self.metrics.set_pending_reasons(reason for _, _, reason in reports)
-        await _concurrently(
-            (self._unschedulable(pod, message, result) for pod, message, _ in reports), self.write_concurrency
-        )
 
     async def _bind(self, entry_node: str, entry: Allocation, pod: Obj) -> bool:
         """POST the Binding with the device annotations; True when the pod was bound."""
@@ -746,8 +280,8 @@ class AllocationController:
             queue=entry.queue,
             by=self.identity,
         )
-        self._emit(
-            self._event(
+        self.reports.emit(
+            self.reports.event(
                 pod,
                 reason="Scheduled",
                 message=f"Successfully assigned {entry.key} to {entry_node} ({devices})",
@@ -755,30 +289,438 @@ class AllocationController:
         )
         return True
 
-    def _emit(self, event: Coroutine[Any, Any, None]) -> None:
-        """Send an Event without holding up the caller; ``flush_events`` waits for all of them."""
-        task = asyncio.ensure_future(event)
-        self._events.add(task)
-        task.add_done_callback(self._events.discard)
-
     async def flush_events(self) -> None:
-        """Wait for the Events sent in the background so far (they log their own failures)."""
-        while self._events:
-            await asyncio.gather(*list(self._events), return_exceptions=True)
+        await self.reports.flush_events()
 
-    def _waiting(
-        self, allocator: Allocator, view: ClusterView, pending: Mapping[str, Obj]
-    ) -> dict[str, list[Waiting]]:
+    # --- the pass ------------------------------------------------------------------------------
+
+    async def run_once(self) -> PassResult:
+        """One pass (see the module docstring); never raises for API errors."""
+        result = PassResult()
+        started = time.monotonic()
+        try:
+            await self._pass(result)
+            log.debug(
+                "pass: %.1f ms, %d pending, %d reserved, %d bound",
+                (time.monotonic() - started) * 1000,
+                result.pending,
+                len(result.reserved),
+                len(result.bound),
+            )
+            if not self.background_events:
+                await self.flush_events()
+        except Conflict as e:
+            self.world.resync()  # what the allocator decided may not be what the ledgers hold
+            self.metrics.conflicts.inc()
+            result.conflicts += 1
+            log.info("ledger write lost a race, re-deciding on the next pass: %s", e)
+        except KubeError as e:
+            self.world.resync()
+            result.errors.append(str(e))
+            if str(e) != self._last_error:
+                log.warning(
+                    "allocation pass failed, retrying with backoff (logged again if the error changes): %s", e
+                )
+            self._last_error = str(e)
+            return result
+        if self._last_error is not None:
+            log.info("allocation passes succeed again")
+        self._last_error = None
+        return result
+
+    async def settle(self, *, max_passes: int = 100) -> list[PassResult]:
+        """Run passes until one changes nothing (or ``max_passes``): what ``simulate`` calls."""
+        results = []
+        for _ in range(max_passes):
+            outcome = await self.run_once()
+            results.append(outcome)
+            # Settled, or failing: a failing pass is not retried here (the caller backs off).
+            if not outcome.changed or outcome.errors:
+                break
+        return results
+
+    async def _pass(self, result: PassResult) -> None:
+        inputs = await self.inputs.read(self.config)
+        world = self.world
+        changes = world.update(
+            inputs.pods,
+            inputs.ledgers,
+            inputs.view,
+            decode=decode_ledger,
+            facts=self._pod_facts,
+            changed_pods=inputs.changed_pods,
+            changed_ledgers=inputs.changed_ledgers,
+        )
+        self._log_bad_ledgers()
+        if changes.freed:
+            self._unplaceable.epoch.bump()
+        self._forget(changes.gone)
+        # What a failed pass was checking is checked again: its pods did not change, but the
+        # release or adoption it decided never reached the server.
+        dirty = changes.dirty | self._unreconciled
+        self._unreconciled = dirty
+        confirmed = set() if inputs.fresh else await self._confirm_missing(dirty)
+        step = self._reconcile(dirty - confirmed, world.view, result)
+        if step.any or step.invalid:
+            await self._write_reconciled(step, world.view, result)
+        self._unreconciled = set()
+        if step.any:
+            return  # the next pass starts from what we just wrote (fresh resourceVersions)
+        await self.reports.violations(
+            world.view, world.ledgers, inputs.nodes, changes.ledgers | changes.nodes
+        )
+        await self._decide(inputs.generation, result)
+
+    def _log_bad_ledgers(self) -> None:
+        for name, error in self.world.bad.items():
+            if self._reported_bad.get(name) != error:
+                log.error("GPULedger %s is malformed, its node is left alone: %s", name, error)
+        self._reported_bad = dict(self.world.bad)
+
+    async def _confirm_missing(self, dirty: set[str]) -> set[str]:
+        """Ask the server about ledger entries whose pod the cache does not hold (yet).
+
+        A cache may lag the ledgers it is compared with: a pod created and reserved moments ago
+        can be missing from it. Releasing such an entry would free capacity a bound pod may use,
+        so before a release for "deleted" the pod is read; returns the UIDs found alive.
+        """
+        world = self.world
+        missing = [
+            world.ledgers[name].allocations[uid]
+            for uid in dirty
+            if uid not in world.records
+            for name in sorted(world.entries.get(uid, ()))
+        ]
+        alive: set[str] = set()
+
+        async def confirm(entry: Allocation) -> None:
+            try:
+                pod = await self.client.get(PODS, entry.name, namespace=entry.namespace)
+            except NotFound:
+                return
+            if str(_meta(pod).get("uid")) == entry.pod_uid:
+                alive.add(entry.pod_uid)
+
+        await _concurrently((confirm(e) for e in missing), self.write_concurrency)
+        return alive
+
+    # --- 1. release, verify, adopt (over what changed) ---------------------------------------------
+
+    def _reconcile(self, dirty: set[str], view: ClusterView, result: PassResult) -> Reconciled:
+        world = self.world
+        step = Reconciled()
+
+        def ledger(name: str) -> NodeLedger:
+            return step.updated.get(name) or world.ledgers.get(name) or NodeLedger(node=name)
+
+        def order(uid: str) -> tuple[str, str, str]:
+            record = world.records.get(uid)
+            return (*record.key, uid) if record is not None else ("", "", uid)
+
+        for uid in sorted(dirty, key=order):
+            record = world.records.get(uid)
+            held = sorted(world.entries.get(uid, ()))
+            for name in held:
+                if name not in world.bad:
+                    self._check_entry(world.ledgers[name].allocations[uid], name, record, step, ledger)
+            if (
+                held
+                or record is None
+                or not record.bound
+                or not record.assignment
+                or record.node in world.bad
+            ):
+                continue
+            self._adopt(world.pods[uid], record, view, step, result)
+        by_node: dict[str, list[Allocation]] = {}
+        for entry, node in step.adopted:
+            by_node.setdefault(node, []).append(entry)
+        for node, entries in by_node.items():
+            step.updated[node] = ledger(node).with_allocations(entries)
+        return step
+
+    def _check_entry(
+        self,
+        entry: Allocation,
+        name: str,
+        record: PodRecord | None,
+        step: Reconciled,
+        ledger: Callable[[str], NodeLedger],
+    ) -> None:
+        """Release an entry whose pod ended, moved or went; else verify it against the pod."""
+        reason = release_reason(record, name)
+        if reason is not None:
+            step.updated[name] = ledger(name).without(entry.pod_uid)
+            step.released.append((entry, name, reason))
+            return
+        assert record is not None
+        # Verify before trusting: a bound pod's annotation is what the plugin hands out. Our own
+        # bindings match the entry exactly (one string compare); anything else is decoded and the
+        # entry raised to the larger of the two, never lowered.
+        factor = self.config.nvidia.gpu_memory_factor
+        raw = record.assignment
+        if not raw or record.node != name or raw == encode_assignment(entry.containers, memory_factor=factor):
+            return
+        decoded = decode_assignment_entries(raw)
+        if decoded.invalid:
+            step.invalid.append((self.world.pods[record.uid], decoded.invalid))
+        fixed, findings = hold_larger(entry, decoded.containers, memory_factor=factor)
+        if findings:
+            step.updated[name] = ledger(name).without(entry.pod_uid).with_allocation(fixed)
+            step.repaired.append((fixed, name, findings))
+
+    def _adopt(
+        self, pod: Obj, record: PodRecord, view: ClusterView, step: Reconciled, result: PassResult
+    ) -> None:
+        """A bound pod with an assignment and no entry: hold what its annotation says (conservatively)."""
+        nvidia = self.config.nvidia
+        try:
+            request = pod_request(pod, nvidia)
+            if request is None:
+                return
+            queue, _ = pod_queue(request, view)
+            adoption = adopted_allocation(
+                request, record.assignment, queue=queue, node=view.nodes.get(record.node), nvidia=nvidia
+            )
+        except (PodRequestError, AssignmentError) as e:
+            result.errors.append(f"cannot adopt {record.key[0]}/{record.key[1]}: {e}")
+            return
+        if adoption.invalid:
+            step.invalid.append((pod, adoption.invalid))
+        if adoption.allocation.containers:  # nothing valid: nothing the plugin hands out
+            step.adopted.append((adoption.allocation, record.node))
+
+    async def _write_reconciled(self, step: Reconciled, view: ClusterView, result: PassResult) -> None:
+        world = self.world
+        writes = []
+        for name, new in step.updated.items():
+            old = world.ledgers.get(name) or NodeLedger(node=name)
+            if new.allocations != old.allocations:
+                writes.append(self._write_ledger(old, new, view.nodes.get(name)))
+        await _concurrently(writes, self.write_concurrency)
+        for entry, name, reason in step.released:
+            self.metrics.releases.labels(reason).inc()
+            result.released.append(entry.key)
+            audit("release", pod=entry.key, uid=entry.pod_uid, node=name, reason=reason, by=self.identity)
+        result.adopted.extend(entry.key for entry, _ in step.adopted)
+        self.metrics.adoptions.inc(len(step.adopted))
+        # One audit line per node: adoption is one ledger write per node, and at a first start on
+        # a busy cluster per-pod lines would be 100,000 lines (~3 s of JSON logging) for one pass.
+        adopted_on: dict[str, list[Allocation]] = {}
+        for entry, node in step.adopted:
+            adopted_on.setdefault(node, []).append(entry)
+        for name, entries in adopted_on.items():
+            audit(
+                "adoption",
+                node=name,
+                pods=[e.key for e in entries],
+                uids=[e.pod_uid for e in entries],
+                by=self.identity,
+            )
+        for pod, skipped in step.invalid:
+            await self.reports.invalid_assignment(pod, skipped)
+        for entry, name, findings in step.repaired:
+            await self.reports.repair(world.pods[entry.pod_uid], entry, name, findings)
+        await self.reports.adopted_over_capacity(step.adopted, {**world.ledgers, **step.updated}, view)
+        result.repaired.extend(entry.key for entry, _, _ in step.repaired)
+
+    # --- 2. decide, 3. write and bind ---------------------------------------------------------------
+
+    async def _busy(self, now: int) -> dict[str, str]:
+        """Nodes waiting for the plugin's handshake (node -> pod); warn once about stuck ones."""
+        timeout = self.config.scheduling.allocating_timeout_seconds
+        busy: dict[str, str] = {}
+        for record in list(self.world.allocating.values()):
+            if now - record.bind_time < timeout:
+                busy[record.node] = record.uid
+                continue
+            await self.reports.once(
+                self.world.pods[record.uid],
+                "AllocationTimeout",
+                (
+                    f"the device plugin has not confirmed the GPU assignment within {timeout}s "
+                    f"(bind-phase still allocating); node {record.node} is released for the next pod; check "
+                    "the volcano-vgpu-device-plugin logs on that node"
+                ),
+            )
+        for record in list(self.world.failed.values()):
+            await self.reports.once(
+                self.world.pods[record.uid],
+                "DeviceAllocationFailed",
+                (
+                    f"the device plugin reported bind-phase=failed on node {record.node}; the pod keeps "
+                    "its GPU reservation until it ends; delete it so its controller recreates it"
+                ),
+            )
+        return busy
+
+    def _pending(self, reports: list[Report]) -> list[tuple[PodRequest, Obj]]:
+        """Our pending pods with a readable vGPU request; the rest get their reason reported."""
+        scheduler = self.config.scheduling.scheduler_name
+        pending: list[tuple[PodRequest, Obj]] = []
+        for uid in self.world.pending:
+            pod = self.world.pods[uid]
+            try:
+                request = self._pod_request(pod)
+            except PodRequestError as e:
+                reports.append((pod, f"cannot read the vGPU request: {e}", "invalid-request"))
+                continue
+            if request is None:
+                reports.append(
+                    (
+                        pod,
+                        f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
+                        "or add a volcano.sh/vgpu-number limit",
+                        "invalid-request",
+                    )
+                )
+                continue
+            pending.append((request, pod))
+        return pending
+
+    async def _refresh_objects(self, pending: Sequence[tuple[PodRequest, Obj]]) -> None:
+        """Claims, volumes and namespace labels, read only when a pending pod needs them."""
+        facts = [req.facts for req, _ in pending if req.facts is not None]
+        needs_volumes = any(f.claims for f in facts)
+        needs_namespaces = self.world.workloads.anti_affinity_pods > 0 or any(
+            t.namespace_selector is not None for f in facts for t in (*f.affinity, *f.anti_affinity)
+        )
+        if not (needs_volumes or needs_namespaces):
+            return
+        self.world.workloads.set_objects(
+            claims=await self._list(PERSISTENT_VOLUME_CLAIMS, optional=True) if needs_volumes else (),
+            volumes=await self._list(PERSISTENT_VOLUMES, optional=True) if needs_volumes else (),
+            namespaces=await self._list(NAMESPACES) if needs_namespaces else (),
+        )
+
+    async def _decide(self, generation: tuple[int, ...] | None, result: PassResult) -> None:
+        now = int(self.clock())
+        world = self.world
+        reports: list[Report] = []
+        busy = await self._busy(now)
+        pending = self._pending(reports)
+        result.pending = len(pending)
+        self.metrics.pending.set(len(pending))
+        await self._refresh_objects(pending)
+        world.refill(self._pod_facts)
+        allocator = world.allocator(world.view)
+        allocator.touched.clear()
+        objects = {req.uid: pod for req, pod in pending}
+        self._place(
+            allocator,
+            pending=pending,
+            objects=objects,
+            generation=generation,
+            now=now,
+            reports=reports,
+            result=result,
+        )
+        await self._write_and_offer(allocator, objects, busy, result)
+        # Reasons last: binds must not wait behind a flood of status patches for pods with no room.
+        self.metrics.set_pending_reasons(reason for _, _, reason in reports)
+        passed = PassReports()
+        await _concurrently(
+            (self.reports.unschedulable(pod, message, passed) for pod, message, _ in reports),
+            self.write_concurrency,
+        )
+        result.unschedulable.extend(passed.unschedulable)
+        result.errors.extend(passed.errors)
+
+    def _place(
+        self,
+        allocator: Allocator,
+        *,
+        pending: Sequence[tuple[PodRequest, Obj]],
+        objects: Mapping[str, Obj],
+        generation: tuple[int, ...] | None,
+        now: int,
+        reports: list[Report],
+        result: PassResult,
+    ) -> None:
+        """Place each unit (a pod, or a gang as one decision) and commit what may be bound."""
+        units = self._units(pending, self.world.view, self.world.running)
+        reserved_before = {req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None}
+        to_commit: list[str] = []
+        memo = self._unplaceable.signature(generation, placed_pods=len(self.world.placed))
+        self._unplaceable.forget_others(objects)
+        for members, min_member, already in units:
+            if min_member <= 1 and len(members) == 1:
+                single = members[0]
+                version = str(_meta(objects[single.uid]).get("resourceVersion") or "")
+                known = self._unplaceable.known(single, version, memo)
+                if known is not None:  # nothing that could change the answer changed
+                    reports.append((objects[single.uid], known[0], known[1]))
+                    continue
+                placed = allocator.place(single, now=now)
+                if isinstance(placed, Unplaceable):
+                    self._unplaceable.remember(single, version, memo, (placed.message, placed.cause))
+                    reports.append((objects[single.uid], placed.message, placed.cause))
+                    continue
+                allocator.commit(placed)
+                if single.uid not in reserved_before:
+                    result.reserved.append(single.key)
+                # A single pod's reservation is never released because a decision changed (only
+                # when it ends), so it is committed in the write that reserves it: all the pods
+                # decided on a node share one ledger write, and the Binder binds them one by one
+                # as the plugin's handshake allows.
+                if not placed.allocation.committed:
+                    to_commit.append(single.uid)
+                continue
+            outcome = allocator.place_gang(members, min_member=min_member, running=already, now=now)
+            for uid in outcome.released:
+                meta = _meta(objects[uid])
+                result.released.append(f"{meta.get('namespace')}/{meta.get('name')}")
+                self.metrics.releases.labels("gang").inc()
+            reports.extend((objects[f.pod.uid], f.message, f.cause) for f in outcome.failures)
+            if not outcome.ok:
+                continue
+            fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
+            result.reserved.extend(p.pod.key for p in fresh)
+            if not fresh:
+                # Every member was already reserved when this pass read the ledgers: commit them all.
+                to_commit.extend(p.pod.uid for p in outcome.placements if not p.allocation.committed)
+        for uid in to_commit:
+            allocator.mark_committed(uid)
+
+    async def _write_and_offer(
+        self, allocator: Allocator, objects: Mapping[str, Obj], busy: Mapping[str, str], result: PassResult
+    ) -> None:
+        """CAS-write every ledger the pass changed (all nodes at once), then hand the committed
+        entries to the Binder; a write that fails leaves the allocator to be rebuilt."""
+        world = self.world
+        factor = self.config.nvidia.gpu_memory_factor
+        writes = []
+        for name in sorted(allocator.touched):
+            old = world.ledgers.get(name) or NodeLedger(node=name)
+            new = allocator.ledger(name)
+            if new.allocations == old.allocations:
+                continue
+            info = world.view.nodes.get(name)
+            if info is not None:
+                problems = check_write(old, new, info, memory_factor=factor)
+                if problems:
+                    # The allocator never decides this; refusing the write keeps the invariant anyway.
+                    log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
+                    result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
+                    world.resync()
+                    return
+            writes.append(self._write_ledger(old, new, info))
+        await _concurrently(writes, self.write_concurrency)
+        before = len(self._bound_keys)
+        self.binder.failures.clear()
+        self.binder.offer(self._waiting(allocator, objects), busy)
+        if not self.background_events:
+            await self.binder.drain()
+            result.errors.extend(self.binder.failures)
+        result.bound.extend(self._bound_keys[before:])
+
+    def _waiting(self, allocator: Allocator, pending: Mapping[str, Obj]) -> dict[str, list[Waiting]]:
         """Committed entries of pending pods, per node: the Binder binds them one at a time."""
         out: dict[str, list[Waiting]] = {}
-        for name in view.nodes:
-            entries = [
-                Waiting(e, pending[e.pod_uid])
-                for e in allocator.ledger(name).allocations.values()
-                if e.committed and e.pod_uid in pending
-            ]
-            if entries:
-                out[name] = entries
+        for uid, pod in pending.items():
+            held = allocator.allocation_of(uid)
+            if held is not None and held[1].committed:
+                out.setdefault(held[0], []).append(Waiting(held[1], pod))
         return out
 
     def _units(
@@ -803,133 +745,3 @@ class AllocationController:
             min_member = raw if isinstance(raw, int) and raw > 0 else 1
             units.append((members, min_member, running.get(key, 0)))
         return sorted(units, key=lambda u: min(m.order for m in u[0]))
-
-    async def _report_invalid_assignment(self, pod: Obj, problems: Sequence[str]) -> None:
-        """Warning ``InvalidAssignmentEntry`` on the pod, once per distinct set of bad entries."""
-        # Anyone who may update the pod writes this annotation: name a few entries, count the rest.
-        shown = list(problems[:_FINDINGS_SHOWN])
-        if len(problems) > _FINDINGS_SHOWN:
-            shown.append(f"and {len(problems) - _FINDINGS_SHOWN} more")
-        message = (
-            f"{VGPU_IDS} has invalid entries: {'; '.join(shown)}; the device plugin skips "
-            "malformed devices; every valid device is held in the GPU ledger until the pod ends"
-        )
-        key = (str(_meta(pod).get("uid")), "InvalidAssignmentEntry", message)
-        if key in self._reported_findings:
-            return
-        self._reported_findings.add(key)
-        name = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
-        self.metrics.assignment_mismatches.labels("invalid-entry").inc(len(problems))
-        log.warning("pod %s: %s", name, message)
-        audit("invalid-assignment", pod=name, entries=shown, by=self.identity)
-        await self._event(pod, reason="InvalidAssignmentEntry", message=message, type_="Warning")
-
-    async def _report_repair(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
-        """A ledger entry held less than its bound pod's annotation: raised already; say so loudly."""
-        shown = list(findings[:_FINDINGS_SHOWN])
-        if len(findings) > _FINDINGS_SHOWN:
-            shown.append(f"and {len(findings) - _FINDINGS_SHOWN} more")
-        message = (
-            f"the GPU ledger of node {node} held less than this pod's {VGPU_IDS} says "
-            f"({'; '.join(shown)}); the ledger now holds the larger amount until the pod ends and no "
-            f"new pod is placed on that capacity; check who edited GPULedger {node} or this pod's annotations"
-        )
-        self.metrics.assignment_mismatches.labels("ledger-below-assignment").inc(len(findings))
-        log.error("pod %s: %s", entry.key, message)
-        audit(
-            "ledger-repair",
-            pod=entry.key,
-            uid=entry.pod_uid,
-            node=node,
-            findings=shown,
-            by=self.identity,
-        )
-        await self._event(pod, reason="LedgerMismatch", message=message, type_="Warning")
-
-    async def _report_adopted_over_capacity(
-        self,
-        adopted: Sequence[tuple[Allocation, str]],
-        ledgers: Mapping[str, NodeLedger],
-        view: ClusterView,
-    ) -> None:
-        """Warning ``AssignmentOverCapacity`` on each adopted pod whose GPUs end up over registered capacity.
-
-        The entry holds the pod's full claim (the plugin hands it out), so the card counts as full
-        and nothing new lands on it; the Node gets its own Event from the invariant report.
-        """
-        factor = self.config.nvidia.gpu_memory_factor
-        usage: dict[str, dict[str, GpuUsage]] = {}
-        for entry, node in adopted:
-            info = view.nodes.get(node)
-            if info is None or node not in ledgers:
-                continue
-            if node not in usage:
-                usage[node] = gpu_usage(ledgers[node].allocations.values())
-            totals = {g.uuid: g.memory * factor for g in info.gpus}
-            details = []
-            for uuid in dict.fromkeys(g.uuid for g in entry.grants()):
-                u = usage[node].get(uuid)
-                total = totals.get(uuid)
-                if u is None:
-                    continue
-                if total is None:
-                    details.append(f"{uuid}: not registered on the node")
-                elif u.memory > total:
-                    details.append(f"{uuid}: {u.memory} MiB reserved > {total} MiB registered")
-                elif u.cores > 100:
-                    details.append(f"{uuid}: {u.cores}% cores reserved > 100%")
-            if not details:
-                continue
-            pod_obj = {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "metadata": {"name": entry.name, "namespace": entry.namespace, "uid": entry.pod_uid},
-            }
-            message = (
-                f"this pod's {VGPU_IDS} on node {node} was not made by vgpu-guard and takes more than the "
-                f"GPU has ({'; '.join(details)}); vgpu-guard holds the full claim until the pod ends and "
-                "places no new pod on that GPU; check who set the annotation"
-            )
-            self.metrics.assignment_mismatches.labels("adopted-over-capacity").inc()
-            log.error("pod %s: %s", entry.key, message)
-            audit("adopted-over-capacity", pod=entry.key, uid=entry.pod_uid, node=node, by=self.identity)
-            await self._event(pod_obj, reason="AssignmentOverCapacity", message=message, type_="Warning")
-
-    async def _once(self, pod: Obj, reason: str, message: str) -> None:
-        key = (str(_meta(pod).get("uid")), reason)
-        if key in self._reported_pods:
-            return
-        self._reported_pods.add(key)
-        await self._event(pod, reason=reason, message=message, type_="Warning")
-        audit(reason, pod=f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}", by=self.identity)
-
-    async def _report_violations(
-        self, view: ClusterView, ledgers: Mapping[str, NodeLedger], node_objs: Sequence[Obj]
-    ) -> None:
-        """A loud report of any broken invariant (pre-existing overcommit), and the metrics snapshot."""
-        factor = self.config.nvidia.gpu_memory_factor
-        nodes_by_name = {str(_meta(o).get("name")): o for o in node_objs}
-        counts: dict[str, int] = {}
-        usage: dict[str, dict[str, GpuUsage]] = {}
-        for name, info in view.nodes.items():
-            ledger = ledgers.get(name) or NodeLedger(node=name)
-            usage[name] = gpu_usage(ledger.allocations.values())
-            violations = check_invariants(ledger, info, memory_factor=factor, usage=usage[name])
-            counts[name] = len(violations)
-            messages = frozenset(v.message for v in violations)
-            if messages and messages != self._reported_violations.get(name):
-                text = "; ".join(sorted(messages))
-                log.error("GPU ledger of node %s breaks its invariants: %s", name, text)
-                audit("overcommit", node=name, violations=sorted(messages), by=self.identity)
-                node_obj = nodes_by_name.get(name, {"kind": "Node", "metadata": {"name": name}})
-                await self._event(
-                    {**node_obj, "kind": "Node", "apiVersion": "v1"},
-                    reason="GPUOvercommitted",
-                    message=(
-                        f"{text}; these pods were bound before vgpu-guard reserved them; nothing is "
-                        "evicted: new pods are kept off these GPUs until enough of them end"
-                    ),
-                    type_="Warning",
-                )
-            self._reported_violations[name] = messages
-        self.metrics.ledgers.snapshot = LedgerSnapshot.of(view.nodes, usage, counts, factor)

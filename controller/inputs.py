@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import NotFound, Unsupported
-from vgpu_guard.kube.informer import Informer, InformerEvent
+from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
 from vgpu_guard.kube.view_cache import ClusterCache
 
@@ -41,15 +41,19 @@ OVERLAY_TTL_SECONDS = 30.0
 class PassInputs:
     """One consistent-enough read: raw objects plus the parsed view of nodes, queues, PodGroups."""
 
-    ledgers: list[Obj]
-    pods: list[Obj]
-    nodes: list[Obj]
+    ledgers: Mapping[str, Obj]  # by name (the node's)
+    pods: Mapping[Key, Obj]  # by (namespace, name)
+    nodes: Mapping[str, Obj]  # raw Node objects by name (for Events)
     view: ClusterView
     # True when read by LIST for this pass (ledgers before pods): a pod missing here is gone.
     fresh: bool
     # Versions of the node, Queue and PodGroup caches (None for LISTs): equal generations mean
     # those objects did not change, so an unplaceable pod's diagnosis can be reused.
     generation: tuple[int, ...] | None = None
+    # The pod keys and ledger names whose objects may differ from the last read (informer events
+    # since then); None: unknown, compare everything (LISTs, and a cache's first read).
+    changed_pods: set[Key] | None = None
+    changed_ledgers: set[str] | None = None
 
 
 class InputSource(Protocol):
@@ -92,7 +96,13 @@ class ListedInputs:
         queues = await list_all(self.client, QUEUES, optional=True)
         podgroups = await list_all(self.client, PODGROUPS, optional=True)
         view = ClusterView.from_objects([*nodes, *queues, *podgroups], config)
-        return PassInputs(ledgers=ledgers, pods=pods, nodes=nodes, view=view, fresh=True)
+        return PassInputs(
+            ledgers={_name(o): o for o in ledgers},
+            pods={key_of(o): o for o in pods},
+            nodes={_name(o): o for o in nodes},
+            view=view,
+            fresh=True,
+        )
 
     def wrote_ledger(self, obj: Obj) -> None:
         """Nothing to remember: the next pass lists again."""
@@ -122,6 +132,24 @@ def project_pod(pod: Obj) -> Obj:
         "status": {k: status[k] for k in ("phase", "conditions") if k in status},
     }
     return out
+
+
+class Overlaid(Mapping[Key, Obj]):
+    """``base`` with ``overlay``'s objects in place of its own (overlay keys are base keys)."""
+
+    def __init__(self, base: Mapping[Key, Obj], overlay: Mapping[Key, Obj]) -> None:
+        self._base = base
+        self._overlay = overlay
+
+    def __getitem__(self, key: Key) -> Obj:
+        found = self._overlay.get(key)
+        return found if found is not None else self._base[key]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -230,6 +258,8 @@ class CachedInputs:
         self.cluster.podgroups.add_handler(self._on_other)
         self._ledger_overlay: dict[str, tuple[float, Obj]] = {}
         self._pod_overlay: dict[str, tuple[float, Obj]] = {}
+        self._changed_pods: set[Key] | None = None  # None until the first read: compare all
+        self._changed_ledgers: set[str] | None = None
 
     # -- which events need a pass ---------------------------------------------------------------------
     # Every event could wake a pass, but most carry nothing a decision reads: kubelet heartbeats,
@@ -237,6 +267,8 @@ class CachedInputs:
     # our own PodScheduled reports. Waking on those would run back-to-back passes for nothing.
 
     def _on_pod(self, event: InformerEvent) -> None:
+        if self._changed_pods is not None:
+            self._changed_pods.add(key_of(event.object))
         if event.old is None or event.type == "DELETED":
             self.changed.set()
             return
@@ -247,6 +279,8 @@ class CachedInputs:
             self.changed.set()
 
     def _on_ledger(self, event: InformerEvent) -> None:
+        if self._changed_ledgers is not None:
+            self._changed_ledgers.add(_name(event.object))
         ours = self._ledger_overlay.get(_name(event.object))
         if event.type != "DELETED" and ours is not None and _rv(ours[1]) == _rv(event.object):
             return  # the echo of our own write
@@ -285,47 +319,59 @@ class CachedInputs:
 
     def wrote_ledger(self, obj: Obj) -> None:
         self._ledger_overlay[_name(obj)] = (self._clock(), obj)
+        if self._changed_ledgers is not None:
+            self._changed_ledgers.add(_name(obj))
 
     def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None:
         meta = dict(pod.get("metadata") or {})
         meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
         spec = {**(pod.get("spec") or {}), "nodeName": node}
         self._pod_overlay[_uid(pod)] = (self._clock(), {**pod, "metadata": meta, "spec": spec})
+        if self._changed_pods is not None:
+            self._changed_pods.add(key_of(pod))
 
-    def _ledgers(self, now: float) -> list[Obj]:
+    def _ledgers(self, now: float) -> dict[str, Obj]:
         current = {name: obj for (_, name), obj in self.cluster.ledgers.items.items()}
         for name, (stamp, ours) in list(self._ledger_overlay.items()):
             seen = current.get(name)
             if now - stamp > OVERLAY_TTL_SECONDS or (seen is not None and _rv(seen) >= _rv(ours)):
                 del self._ledger_overlay[name]  # the informer caught up (or never will)
+                if self._changed_ledgers is not None:
+                    self._changed_ledgers.add(name)
             else:
                 current[name] = ours
-        return list(current.values())
+        return current
 
-    def _pods(self, now: float) -> list[Obj]:
-        pods = list(self.pods.items.values())
-        if not self._pod_overlay:
-            return pods
-        index = {_uid(p): i for i, p in enumerate(pods)}
+    def _pods(self, now: float) -> Mapping[Key, Obj]:
+        """The informer's pods with our bindings laid over them (no copy of the cache)."""
+        items = self.pods.items
+        overlay: dict[Key, Obj] = {}
         for uid, (stamp, ours) in list(self._pod_overlay.items()):
-            i = index.get(uid)
-            seen = pods[i] if i is not None else None
+            key = key_of(ours)
+            seen = items.get(key)
             seen_spec = seen.get("spec") if seen is not None else None
             bound = isinstance(seen_spec, Mapping) and bool(seen_spec.get("nodeName"))
-            if now - stamp > OVERLAY_TTL_SECONDS or i is None or bound:
+            if now - stamp > OVERLAY_TTL_SECONDS or seen is None or _uid(seen) != uid or bound:
                 # Shown bound (or gone) by the informer itself: its copy is newer than ours.
                 del self._pod_overlay[uid]
+                if self._changed_pods is not None:
+                    self._changed_pods.add(key)
             else:
-                pods[i] = ours
-        return pods
+                overlay[key] = ours
+        return Overlaid(items, overlay) if overlay else items
 
     async def read(self, config: GuardConfig) -> PassInputs:
         now = self._clock()
         view = self.cluster.snapshot(config)
+        ledgers, pods = self._ledgers(now), self._pods(now)
+        changed_pods, self._changed_pods = self._changed_pods, set()
+        changed_ledgers, self._changed_ledgers = self._changed_ledgers, set()
         return PassInputs(
-            ledgers=self._ledgers(now),
-            pods=self._pods(now),
-            nodes=list(self.cluster.nodes.items.values()),
+            ledgers=ledgers,
+            pods=pods,
+            changed_pods=changed_pods,
+            changed_ledgers=changed_ledgers,
+            nodes={name: obj for (_, name), obj in self.cluster.nodes.items.items()},
             view=view,
             fresh=False,
             generation=(self.generation,),

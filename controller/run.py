@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,8 @@ from vgpu_guard.controller.allocation import WRITE_CONCURRENCY, AllocationContro
 from vgpu_guard.controller.gang_gc import release_stale_placements
 from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.controller.leader import LeaderElector
-from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.reports import SNAPSHOT_SECONDS
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.view_cache import ClusterCache
@@ -76,6 +78,7 @@ async def run_controller(
         write_concurrency=write_concurrency,
     )
     controller.background_events = True
+    controller.reports.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
     # A pod's handshake ending frees its node for the next binding at once, not at the next pass.
     controller.binder.retry = inputs.changed.set
     inputs.pods.add_handler(
@@ -99,17 +102,23 @@ async def run_controller(
             if not leading:
                 # A standby acts on nothing the watches report: one Lease attempt per retry
                 # period, and while the Lease itself fails, exponentially fewer (see backoff_cap).
-                metrics.ledgers.snapshot = LedgerSnapshot()  # the leader exports the GPUs, not us
+                controller.reports.clear_snapshot()  # the leader exports the GPUs, not us
                 wake.clear()
                 last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
                 backoff = min(backoff * 2, backoff_cap) if elector.error else retry_seconds
                 await sleep(backoff)
                 continue
+            controller.reports.refresh_snapshot()
             if not inputs.synced:
-                # Decide nothing from a half-filled cache (seed 001's crash came from one).
+                # Decide nothing from a half-filled cache (the queue-guarantees crash came from one).
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(retry_seconds):
                         await inputs.wait_synced()
+                if inputs.synced:
+                    # The caches just listed hundreds of thousands of long-lived objects; a full
+                    # collection scanning them costs ~1 s and frees nothing (no cycles): move them
+                    # out of the collector's sight (gc_tuning.py does the same at start).
+                    gc.freeze()
                 continue
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
             if due:
@@ -144,4 +153,4 @@ async def run_controller(
         await controller.flush_events()
         await elector.release()
         metrics.leader.set(0)
-        metrics.ledgers.snapshot = LedgerSnapshot()
+        controller.reports.clear_snapshot()

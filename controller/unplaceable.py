@@ -33,6 +33,10 @@ class CapacityEpoch:
     value: int = 0
     _placed: frozenset[str] = frozenset()
 
+    def bump(self) -> None:
+        """Capacity was freed somewhere (an entry or a placed pod went)."""
+        self.value += 1
+
     def ledger_changed(self, old: NodeLedger | None, new: NodeLedger) -> None:
         """A ledger was read at a new version: did it lose an entry?"""
         if old is not None and not set(old.allocations) <= set(new.allocations):

@@ -18,6 +18,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("ledger_rebuild_bench.py", "steady: decode ledgers"),
         ("webhook_bench.py", "mutate at half of its peak load (open loop): p99 added"),
         ("hostile_load_bench.py", "hostile-load normal-review p99"),
+        ("controller_scale_bench.py", "restart to first bind"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
@@ -31,3 +32,22 @@ def test_smoke(script: str, expect: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
     assert "skipped" not in done.stdout and "failed" not in done.stdout, done.stdout
+
+
+def test_smoke_of_the_throughput_bench_on_the_real_control_plane() -> None:
+    """kube-scheduler and our controller side by side on a real control plane (smoke sizes)."""
+    from tests.real_cluster import unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "scheduler_throughput_bench.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 500/1000 |")]
+    assert [r.split("|")[2].strip() for r in rows][:2] == ["kube-scheduler", "vgpu-guard"], done.stdout

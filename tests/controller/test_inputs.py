@@ -82,12 +82,12 @@ async def test_our_binding_counts_until_the_informer_shows_it_and_wakes_no_pass(
     inputs = CachedInputs(MemoryClusterClient(cluster.store))
     async with running(inputs):
         read = await inputs.read(cluster.config)
-        pod = next(p for p in read.pods if p["metadata"]["name"] == "p")
+        pod = read.pods[("default", "p")]
         inputs.changed.clear()
         notes = {"volcano.sh/bind-phase": "allocating"}
         inputs.bound(pod, "a", notes)
         seen = await inputs.read(cluster.config)
-        mine = next(p for p in seen.pods if p["metadata"]["name"] == "p")
+        mine = seen.pods[("default", "p")]
         assert mine["spec"]["nodeName"] == "a" and mine["metadata"]["annotations"] == notes
         client = MemoryClusterClient(cluster.store)
         await client.bind("default", "p", node="a", annotations=notes, uid=created["metadata"]["uid"])
@@ -104,14 +104,14 @@ async def test_a_ledger_we_wrote_is_read_until_the_informer_catches_up() -> None
         ours: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "999999"}, "spec": {}}
         inputs.wrote_ledger(ours)
         read = await inputs.read(cluster.config)
-        assert ours in read.ledgers
+        assert read.ledgers["a"] is ours
         older: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "5"}, "spec": {}}
         inputs.cluster.ledgers._items[("", "a")] = older  # the informer still has an older version
-        assert ours in (await inputs.read(cluster.config)).ledgers
+        assert (await inputs.read(cluster.config)).ledgers["a"] is ours
         newer: Obj = {
             "kind": "GPULedger",
             "metadata": {"name": "a", "resourceVersion": "1000000"},
             "spec": {},
         }
         inputs.cluster.ledgers._items[("", "a")] = newer
-        assert (await inputs.read(cluster.config)).ledgers == [newer]
+        assert (await inputs.read(cluster.config)).ledgers == {"a": newer}

@@ -109,9 +109,19 @@ async def test_ledger_entry_edited_to_zero_is_raised_back_and_the_busy_card_gets
     assert "on-busy" not in cluster.bound()
     assert _gpus_of(cluster, "anywhere") == {"GPU-a-1"}
     assert cluster.violations() == []
-    [event] = cluster.events("LedgerMismatch")
+    [event] = _on(cluster.events("LedgerMismatch"), "Pod")
     assert event["type"] == "Warning" and event["involvedObject"]["name"] == "busy"
     assert event["message"] == LEDGER_MISMATCH_MESSAGE
+    # The edited GPULedger gets its own Event, and its node counts the entry as a ledger violation
+    # until the pod ends (the gauge stayed 0 before, issue 22).
+    [on_ledger] = _on(cluster.events("LedgerMismatch"), "GPULedger")
+    assert on_ledger["involvedObject"]["name"] == "a" and on_ledger["type"] == "Warning"
+    assert on_ledger["message"] == (
+        "entry of pod default/busy held less than the pod's volcano.sh/vgpu-ids-new "
+        "(GPU-a-0: ledger 0 MiB/0% < assignment 20480 MiB/0%); raised to the larger amount until the pod "
+        "ends; check who edited this GPULedger"
+    )
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "a"}) == 1
     assert f"pod default/busy: {LEDGER_MISMATCH_MESSAGE}" in caplog.messages
     audits = [json.loads(json.dumps(r.__dict__["audit"])) for r in caplog.records if hasattr(r, "audit")]
     [repair] = [a for a in audits if a["event"] == "ledger-repair"]
@@ -177,7 +187,7 @@ async def test_annotation_patched_larger_after_our_binding_raises_the_entry() ->
     [grant] = cluster.ledgers()["a"].allocations[cluster.pod("small")["metadata"]["uid"]].grants()
     assert (grant.memory, grant.cores) == (20480, 30)
     assert "probe" not in cluster.bound()
-    [event] = cluster.events("LedgerMismatch")
+    [event] = _on(cluster.events("LedgerMismatch"), "Pod")
     assert "(GPU-a-0: ledger 4096 MiB/0% < assignment 20480 MiB/30%)" in event["message"]
     assert _mismatches(registry, "ledger-below-assignment") == 1
     # Patched back down: the entry is never lowered while the pod runs.
@@ -189,7 +199,7 @@ async def test_annotation_patched_larger_after_our_binding_raises_the_entry() ->
     )
     await cluster.converge(controller)
     assert _used(cluster, "a", "GPU-a-0") == 20480
-    assert len(cluster.events("LedgerMismatch")) == 1
+    assert len(_on(cluster.events("LedgerMismatch"), "Pod")) == 1
 
 
 async def test_a_pod_whose_annotation_matches_its_entry_is_never_reported() -> None:
@@ -267,3 +277,7 @@ async def test_a_flood_of_bad_entries_names_five_and_counts_the_rest() -> None:
     assert "; and 995 more; the device plugin skips malformed devices" in event["message"]
     assert _mismatches(registry, "invalid-entry") == 1000
     assert _used(cluster, "a", "GPU-a-0") == 1024
+
+
+def _on(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["involvedObject"]["kind"] == kind]

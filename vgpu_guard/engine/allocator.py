@@ -192,24 +192,13 @@ class Allocator:
         self._ledgers: dict[str, NodeLedger] = dict(ledgers)
         self._where: dict[str, str] = {}
         self._queue_used: dict[str, list[int]] = {}
+        # Nodes whose ledger ``commit``/``release``/``mark_committed`` changed: what a pass writes.
+        self.touched: set[str] = set()
         whole = whole_card or {}
-        mig_cache: dict[str, MigModelGeometries | None] = {}
+        self._mig_cache: dict[str, MigModelGeometries | None] = {}
         for name, info in view.nodes.items():
-            cards: list[_Card] = []
-            if info.vgpu_capable:
-                for gpu in info.gpus:
-                    if gpu.type not in mig_cache:
-                        mig_cache[gpu.type] = geometries_for(gpu.type, self._known)
-                    card = _Card(
-                        node=name,
-                        device=gpu,
-                        capacity=gpu.memory * self._factor,
-                        mig=mig_cache[gpu.type] if gpu.mode == "mig" else None,
-                    )
-                    cards.append(card)
-                    self._cards[(name, gpu.uuid)] = card
-            self._nodes[name] = _Node(info=info, cards=cards, whole_card=whole.get(name, 0))
-        self._unit_sizes = sorted({c.capacity for c in self._cards.values()})
+            self._nodes[name] = _Node(info=info, cards=self._cards_of(info), whole_card=whole.get(name, 0))
+        self._unit_sizes: list[int] | None = sorted({c.capacity for c in self._cards.values()})
         # Build the index once, sorted, instead of re-sorting it on every ledger entry.
         self._building = True
         for ledger in ledgers.values():
@@ -222,6 +211,73 @@ class Allocator:
                 self._index[self._nodes[card.node].info.mode or "hami-core"].append(card.key)
         for keys in self._index.values():
             keys.sort()
+
+    def _cards_of(self, info: NodeInfo) -> list[_Card]:
+        """The node's cards, registered in ``_cards`` (not yet in the index)."""
+        cards: list[_Card] = []
+        if not info.vgpu_capable:
+            return cards
+        for gpu in info.gpus:
+            if gpu.type not in self._mig_cache:
+                self._mig_cache[gpu.type] = geometries_for(gpu.type, self._known)
+            card = _Card(
+                node=info.name,
+                device=gpu,
+                capacity=gpu.memory * self._factor,
+                mig=self._mig_cache[gpu.type] if gpu.mode == "mig" else None,
+            )
+            cards.append(card)
+            self._cards[(info.name, gpu.uuid)] = card
+        return cards
+
+    # --- keeping a long-lived allocator in step (the controller's incremental passes) -----------
+    # Each costs what one node holds, so a pass that saw a few changes pays for those only; the
+    # result is the state a fresh ``Allocator`` over the same view and ledgers would have (a
+    # property test holds the two equal).
+
+    def set_view(self, view: ClusterView) -> None:
+        """Queues, PodGroups and the node count of messages from ``view``; nodes via ``replace_node``."""
+        self.view = view
+        if self._constraints is not None:
+            self._constraints.nodes = view.nodes
+
+    def replace_ledger(self, node: str, ledger: NodeLedger | None) -> None:
+        """Hold exactly ``ledger``'s entries on ``node`` (None: no ledger) instead of the current ones."""
+        old = self._ledgers.pop(node, None)
+        if old is not None:
+            for allocation in old.allocations.values():
+                self._apply(node, allocation, sign=-1)
+        if ledger is not None:
+            self._ledgers[node] = ledger
+            for allocation in ledger.allocations.values():
+                self._apply(node, allocation, sign=1)
+
+    def replace_node(self, name: str, info: NodeInfo | None) -> None:
+        """The node re-registered, changed or left: rebuild its cards and apply its ledger again."""
+        ledger = self._ledgers.get(name)
+        self.replace_ledger(name, None)
+        old = self._nodes.pop(name, None)
+        if old is not None:
+            for card in old.cards:
+                if card.key is not None:
+                    keys = self._index[old.info.mode or "hami-core"]
+                    i = bisect.bisect_left(keys, card.key)
+                    if i < len(keys) and keys[i] == card.key:
+                        del keys[i]
+                del self._cards[(name, card.device.uuid)]
+        if info is not None:
+            cards = self._cards_of(info)
+            self._nodes[name] = _Node(info=info, cards=cards, whole_card=old.whole_card if old else 0)
+            for card in cards:
+                self._reindex(card)
+        self.replace_ledger(name, ledger)
+        self._unit_sizes = None  # recomputed on the next search: many nodes may change at once
+
+    def set_whole_card(self, name: str, count: int) -> None:
+        """Whole-card ``nvidia.com/gpu`` pods on the node (Volcano #4712) changed."""
+        node = self._nodes.get(name)
+        if node is not None:
+            node.whole_card = count
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -282,6 +338,7 @@ class Allocator:
             return
         ledger = self._ledgers.get(placement.node) or NodeLedger(node=placement.node)
         self._ledgers[placement.node] = ledger.with_allocation(allocation)
+        self.touched.add(placement.node)
         self._apply(placement.node, allocation, sign=1)
         if self._constraints is not None and placement.pod.facts is not None:
             self._constraints.workloads.assume(placement.pod.facts, placement.node)
@@ -294,6 +351,7 @@ class Allocator:
         ledger = self._ledgers[node]
         allocation = ledger.allocations[pod_uid]
         self._ledgers[node] = ledger.without(pod_uid)
+        self.touched.add(node)
         self._apply(node, allocation, sign=-1)
         if self._constraints is not None:
             self._constraints.workloads.forget(pod_uid)
@@ -304,6 +362,7 @@ class Allocator:
         node = self._where[pod_uid]
         ledger = self._ledgers[node]
         entry = replace(ledger.allocations[pod_uid], committed=True)
+        self.touched.add(node)
         self._ledgers[node] = NodeLedger(
             node=node,
             allocations={**ledger.allocations, pod_uid: entry},
@@ -531,6 +590,8 @@ class Allocator:
     def _lower_bound(self, request: ContainerRequest) -> int:
         if request.percentage is None and request.memory is not None:
             return request.memory
+        if self._unit_sizes is None:
+            self._unit_sizes = sorted({c.capacity for c in self._cards.values()})
         sizes = self._unit_sizes or [0]
         return min(request.memory_on(size // self._factor, self._factor) for size in sizes)
 

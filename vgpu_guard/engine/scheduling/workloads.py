@@ -70,6 +70,13 @@ class Workloads:
         for facts, node in placed:
             self.assume(facts, node)
 
+    def set_objects(
+        self, *, claims: Iterable[Obj] = (), volumes: Iterable[Obj] = (), namespaces: Iterable[Obj] = ()
+    ) -> None:
+        """Replace the claims, volumes and namespace labels (a long-lived instance, read per pass)."""
+        fresh = Workloads(claims=claims, volumes=volumes, namespaces=namespaces)
+        self.claims, self.volumes, self.namespace_labels = fresh.claims, fresh.volumes, fresh.namespace_labels
+
     def volume_of(self, namespace: str, claim: str) -> Obj | None:
         """The PersistentVolume a claim is bound to (None: no claim, unbound, or no such volume)."""
         spec = as_mapping(as_mapping(self.claims.get((namespace, claim))).get("spec"))

@@ -1,0 +1,355 @@
+"""What the controller tells people: Events, PodScheduled conditions, audit lines, the GPU metrics.
+
+Kept apart from the decisions (controller/allocation.py) so that a pass reads as the steps it takes.
+Every report is sent once per distinct message (a pod's condition is patched only when its message
+changes; a finding is reported once per pod and text), so a steady cluster sends nothing. Events go
+out in the background (``emit``), so bindings never wait behind them; ``flush_events`` waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
+
+from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.engine.annotations import VGPU_IDS
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION
+from vgpu_guard.engine.ledger import Allocation, GpuUsage, NodeLedger, check_invariants, gpu_usage
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import KubeError, NotFound
+from vgpu_guard.kube.resources import EVENTS, PODS
+from vgpu_guard.logs import audit
+
+__all__ = ["PassReports", "Reporter"]
+
+log = logging.getLogger("vgpu_guard.controller.allocation")
+
+Obj = dict[str, Any]
+_COMPONENT = "vgpu-guard"
+_EVENT_MESSAGE_LIMIT = 1024
+_FINDINGS_SHOWN = 5
+# The per-GPU metrics snapshot is rebuilt at most this often (it walks every GPU of the fleet).
+SNAPSHOT_SECONDS = 2.0
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """``event`` logs its own API errors; anything else ends here, logged, never unretrieved."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("sending an Event failed: %s", task.exception())
+
+
+class PassReports:
+    """The unschedulable pods a pass reported (for ``PassResult``) and its errors."""
+
+    def __init__(self) -> None:
+        self.unschedulable: list[str] = []
+        self.errors: list[str] = []
+
+
+class Reporter:
+    """Events, conditions, audit lines and the ledger metrics of one controller."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        config: GuardConfig,
+        *,
+        identity: str,
+        clock: Callable[[], float],
+        metrics: AllocationMetrics,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.identity = identity
+        self.clock = clock
+        self.metrics = metrics
+        self._events: set[asyncio.Task[None]] = set()
+        self._reported_pods: set[tuple[str, str]] = set()
+        self.reported_findings: set[tuple[str, str, str]] = set()
+        self._reported_violations: dict[str, frozenset[str]] = {}
+        self._usage: dict[str, dict[str, GpuUsage]] = {}
+        self._counts: dict[str, int] = {}
+        self._snapshot_at = float("-inf")
+        self._snapshot_stale = True
+        # How often the per-GPU snapshot may be rebuilt (the run loop sets SNAPSHOT_SECONDS; passes
+        # driven by settle() export what they saw at once).
+        self.snapshot_seconds = 0.0
+        # Entries found below their pod's assignment and raised, by node, until the pod ends.
+        self._repaired: dict[str, set[str]] = {}
+        self._view: ClusterView | None = None
+
+    def emit(self, event: Coroutine[Any, Any, None]) -> None:
+        """Send an Event without holding up the caller; ``flush_events`` waits for all of them."""
+        task = asyncio.ensure_future(event)
+        self._events.add(task)
+        task.add_done_callback(_retrieved)
+        task.add_done_callback(self._events.discard)
+
+    async def flush_events(self) -> None:
+        """Wait for the Events sent in the background so far (they log their own failures)."""
+        while self._events:
+            await asyncio.gather(*list(self._events), return_exceptions=True)
+
+    async def event(
+        self, obj: Mapping[str, Any], *, reason: str, message: str, type_: str = "Normal"
+    ) -> None:
+        meta = _meta(obj)
+        kind = str(obj.get("kind") or "Pod")
+        namespace = str(meta.get("namespace") or "default")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        if len(message) > _EVENT_MESSAGE_LIMIT:
+            message = message[: _EVENT_MESSAGE_LIMIT - 15] + "... (truncated)"
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": str(obj.get("apiVersion") or "v1"),
+                "kind": kind,
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace") or "",
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": _COMPONENT},
+            "reportingComponent": _COMPONENT,
+            "reportingInstance": self.identity,
+        }
+        try:
+            await self.client.create(EVENTS, event, namespace=namespace)
+        except KubeError as e:
+            log.warning("cannot record event %s on %s/%s: %s", reason, namespace, meta.get("name"), e)
+
+    async def once(self, pod: Obj, reason: str, message: str) -> None:
+        key = (str(_meta(pod).get("uid")), reason)
+        if key in self._reported_pods:
+            return
+        self._reported_pods.add(key)
+        await self.event(pod, reason=reason, message=message, type_="Warning")
+        audit(reason, pod=f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}", by=self.identity)
+
+    async def unschedulable(self, pod: Obj, message: str, result: PassReports) -> None:
+        """PodScheduled=False/Unschedulable with the message, and an Event, when the message is new."""
+        meta = _meta(pod)
+        status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+        assert isinstance(status, Mapping)
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+        current = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+        result.unschedulable.append(f"{meta.get('namespace')}/{meta.get('name')}")
+        if current is not None and current.get("status") == "False" and current.get("message") == message:
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        others = [dict(c) for c in conditions if c.get("type") != "PodScheduled"]
+        try:
+            await self.client.patch(
+                PODS,
+                str(meta.get("name")),
+                {"status": {"conditions": [*others, condition]}},
+                namespace=str(meta.get("namespace")),
+                subresource="status",
+            )
+        except NotFound:
+            return
+        except KubeError as e:
+            result.errors.append(f"pods/status {meta.get('namespace')}/{meta.get('name')}: {e}")
+            return
+        self.metrics.unschedulable.inc()
+        self.emit(self.event(pod, reason="FailedScheduling", message=message, type_="Warning"))
+
+    async def invalid_assignment(self, pod: Obj, problems: Sequence[str]) -> None:
+        """Warning ``InvalidAssignmentEntry`` on the pod, once per distinct set of bad entries."""
+        # Anyone who may update the pod writes this annotation: name a few entries, count the rest.
+        shown = list(problems[:_FINDINGS_SHOWN])
+        if len(problems) > _FINDINGS_SHOWN:
+            shown.append(f"and {len(problems) - _FINDINGS_SHOWN} more")
+        message = (
+            f"{VGPU_IDS} has invalid entries: {'; '.join(shown)}; the device plugin skips "
+            "malformed devices; every valid device is held in the GPU ledger until the pod ends"
+        )
+        key = (str(_meta(pod).get("uid")), "InvalidAssignmentEntry", message)
+        if key in self.reported_findings:
+            return
+        self.reported_findings.add(key)
+        name = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
+        self.metrics.assignment_mismatches.labels("invalid-entry").inc(len(problems))
+        log.warning("pod %s: %s", name, message)
+        audit("invalid-assignment", pod=name, entries=shown, by=self.identity)
+        await self.event(pod, reason="InvalidAssignmentEntry", message=message, type_="Warning")
+
+    async def repair(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
+        """A ledger entry held less than its bound pod's annotation: raised already; say so loudly."""
+        shown = list(findings[:_FINDINGS_SHOWN])
+        if len(findings) > _FINDINGS_SHOWN:
+            shown.append(f"and {len(findings) - _FINDINGS_SHOWN} more")
+        message = (
+            f"the GPU ledger of node {node} held less than this pod's {VGPU_IDS} says "
+            f"({'; '.join(shown)}); the ledger now holds the larger amount until the pod ends and no "
+            f"new pod is placed on that capacity; check who edited GPULedger {node} or this pod's annotations"
+        )
+        self.metrics.assignment_mismatches.labels("ledger-below-assignment").inc(len(findings))
+        log.error("pod %s: %s", entry.key, message)
+        audit(
+            "ledger-repair",
+            pod=entry.key,
+            uid=entry.pod_uid,
+            node=node,
+            findings=shown,
+            by=self.identity,
+        )
+        await self.event(pod, reason="LedgerMismatch", message=message, type_="Warning")
+        # The ledger was edited (or the pod's annotation was): the GPULedger gets its own Event, and
+        # the node's vgpu_guard_ledger_violations counts the entry until its pod ends.
+        self._repaired.setdefault(node, set()).add(entry.pod_uid)
+        ledger = {"apiVersion": LEDGER_API_VERSION, "kind": "GPULedger", "metadata": {"name": node}}
+        await self.event(
+            ledger,
+            reason="LedgerMismatch",
+            message=(
+                f"entry of pod {entry.key} held less than the pod's {VGPU_IDS} ({'; '.join(shown)}); "
+                "raised to the larger amount until the pod ends; check who edited this GPULedger"
+            ),
+            type_="Warning",
+        )
+
+    async def adopted_over_capacity(
+        self,
+        adopted: Sequence[tuple[Allocation, str]],
+        ledgers: Mapping[str, NodeLedger],
+        view: ClusterView,
+    ) -> None:
+        """Warning ``AssignmentOverCapacity`` on each adopted pod whose GPUs end up over registered capacity.
+
+        The entry holds the pod's full claim (the plugin hands it out), so the card counts as full
+        and nothing new lands on it; the Node gets its own Event from the invariant report.
+        """
+        factor = self.config.nvidia.gpu_memory_factor
+        usage: dict[str, dict[str, GpuUsage]] = {}
+        for entry, node in adopted:
+            info = view.nodes.get(node)
+            if info is None or node not in ledgers:
+                continue
+            if node not in usage:
+                usage[node] = gpu_usage(ledgers[node].allocations.values())
+            totals = {g.uuid: g.memory * factor for g in info.gpus}
+            details = []
+            for uuid in dict.fromkeys(g.uuid for g in entry.grants()):
+                u = usage[node].get(uuid)
+                total = totals.get(uuid)
+                if u is None:
+                    continue
+                if total is None:
+                    details.append(f"{uuid}: not registered on the node")
+                elif u.memory > total:
+                    details.append(f"{uuid}: {u.memory} MiB reserved > {total} MiB registered")
+                elif u.cores > 100:
+                    details.append(f"{uuid}: {u.cores}% cores reserved > 100%")
+            if not details:
+                continue
+            pod_obj = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {"name": entry.name, "namespace": entry.namespace, "uid": entry.pod_uid},
+            }
+            message = (
+                f"this pod's {VGPU_IDS} on node {node} was not made by vgpu-guard and takes more than the "
+                f"GPU has ({'; '.join(details)}); vgpu-guard holds the full claim until the pod ends and "
+                "places no new pod on that GPU; check who set the annotation"
+            )
+            self.metrics.assignment_mismatches.labels("adopted-over-capacity").inc()
+            log.error("pod %s: %s", entry.key, message)
+            audit("adopted-over-capacity", pod=entry.key, uid=entry.pod_uid, node=node, by=self.identity)
+            await self.event(pod_obj, reason="AssignmentOverCapacity", message=message, type_="Warning")
+
+    async def violations(
+        self,
+        view: ClusterView,
+        ledgers: Mapping[str, NodeLedger],
+        nodes: Mapping[str, Obj],
+        changed: set[str],
+    ) -> None:
+        """A loud report of any broken invariant (pre-existing overcommit) on the ``changed`` nodes;
+        the metrics snapshot follows at most every SNAPSHOT_SECONDS."""
+        factor = self.config.nvidia.gpu_memory_factor
+        for name in changed:
+            info = view.nodes.get(name)
+            if info is None:
+                self._usage.pop(name, None)
+                self._counts.pop(name, None)
+                self._reported_violations.pop(name, None)
+                continue
+            await self._check_node(name, info, ledgers.get(name) or NodeLedger(node=name), nodes, factor)
+        self._snapshot_stale = self._snapshot_stale or bool(changed)
+        self._view = view
+        self.refresh_snapshot()
+
+    def refresh_snapshot(self) -> None:
+        """Rebuild the per-GPU snapshot if it is stale and ``snapshot_seconds`` have passed (the run
+        loop calls this every round too, so a quiet cluster's last change is exported soon)."""
+        now = time.monotonic()
+        if self._view is None or not self._snapshot_stale or now - self._snapshot_at < self.snapshot_seconds:
+            return
+        factor = self.config.nvidia.gpu_memory_factor
+        self.metrics.ledgers.snapshot = LedgerSnapshot.of(self._view.nodes, self._usage, self._counts, factor)
+        self._snapshot_at, self._snapshot_stale = now, False
+
+    async def _check_node(
+        self, name: str, info: NodeInfo, ledger: NodeLedger, nodes: Mapping[str, Obj], factor: int
+    ) -> None:
+        self._usage[name] = gpu_usage(ledger.allocations.values())
+        violations = check_invariants(ledger, info, memory_factor=factor, usage=self._usage[name])
+        self._counts[name] = len(violations) + len(self._repaired.get(name, ()))
+        messages = frozenset(v.message for v in violations)
+        if messages and messages != self._reported_violations.get(name):
+            text = "; ".join(sorted(messages))
+            log.error("GPU ledger of node %s breaks its invariants: %s", name, text)
+            audit("overcommit", node=name, violations=sorted(messages), by=self.identity)
+            node_obj = nodes.get(name, {"kind": "Node", "metadata": {"name": name}})
+            await self.event(
+                {**node_obj, "kind": "Node", "apiVersion": "v1"},
+                reason="GPUOvercommitted",
+                message=(
+                    f"{text}; these pods were bound before vgpu-guard reserved them; nothing is "
+                    "evicted: new pods are kept off these GPUs until enough of them end"
+                ),
+                type_="Warning",
+            )
+        self._reported_violations[name] = messages
+
+    def clear_snapshot(self) -> None:
+        """A standby exports no GPUs (the leader does)."""
+        self.metrics.ledgers.snapshot = LedgerSnapshot()
+        self._snapshot_stale = True
+
+    def forget_pods(self, gone: set[str]) -> None:
+        """Drop what was reported for pods that are gone."""
+        if gone and self.reported_findings:
+            self.reported_findings = {k for k in self.reported_findings if k[0] not in gone}
+        if gone and self._reported_pods:
+            self._reported_pods = {k for k in self._reported_pods if k[0] not in gone}
+        for node, uids in list(self._repaired.items()):
+            uids.difference_update(gone)
+            if not uids:
+                del self._repaired[node]

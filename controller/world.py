@@ -1,0 +1,379 @@
+"""The controller's incremental picture of the cluster, brought up to date by what changed.
+
+A pass used to rebuild everything from every pod and ledger: the allocator, kube-scheduler's
+workloads, the release/verify/adopt loop, the per-node counts. At 100,000 pods that is seconds per
+pass, so every new pod waited seconds. ``World`` instead keeps, across passes:
+
+- the last pod and ledger objects seen (an unchanged object is skipped by identity, a re-listed one
+  by resourceVersion), each pod reduced to a ``PodRecord`` of the facts the controller reads;
+- indexes over those records: which pods are pending for us, which nodes wait for the plugin's
+  handshake, whole-card GPUs per node, running gang members, bound pods per node, ledger entries
+  by pod UID;
+- the allocator and the workloads, updated per changed node, ledger and pod (``Engine``).
+
+``update`` returns ``Changes``: the pods and ledger entries that must be checked again (release,
+verify, adopt) and the nodes whose invariants may have changed. Nothing here talks to the API.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from vgpu_guard.engine.allocator import Allocator
+from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_NODE
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import LedgerError, NodeLedger
+from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, whole_card_gpus
+from vgpu_guard.engine.scheduling import PodFacts, Workloads
+from vgpu_guard.engine.untrusted import plain_int
+
+__all__ = ["Changes", "PodRecord", "World", "record_of"]
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """What the controller reads of one pod, computed once per pod version."""
+
+    key: Key
+    uid: str
+    rv: str
+    node: str  # spec.nodeName
+    pod_phase: str  # status.phase
+    terminal: bool  # Succeeded or Failed
+    deleting: bool  # deletionTimestamp set
+    ours: bool  # spec.schedulerName names us
+    whole: int  # whole-card nvidia.com/gpu it holds
+    group: str  # PodGroup name from the group annotations ("" for none)
+    phase: str  # volcano.sh/bind-phase
+    vgpu_node: str  # volcano.sh/vgpu-node
+    bind_time: int  # volcano.sh/bind-time, 0 when absent or unreadable
+    assignment: str  # volcano.sh/vgpu-ids-new ("" for none)
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node) and not self.terminal
+
+    @property
+    def pending(self) -> bool:
+        return self.ours and not self.node and not self.terminal and not self.deleting
+
+    @property
+    def allocating(self) -> bool:
+        """The node waits for the plugin to confirm this pod (one such pod per node)."""
+        return self.bound and self.phase == "allocating" and self.vgpu_node == self.node
+
+
+def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
+    meta = _mapping(pod.get("metadata"))
+    spec = _mapping(pod.get("spec"))
+    notes = _mapping(meta.get("annotations"))
+    phase = str(_mapping(pod.get("status")).get("phase") or "")
+    return PodRecord(
+        key=key,
+        uid=str(meta.get("uid") or ""),
+        rv=str(meta.get("resourceVersion") or ""),
+        node=str(spec.get("nodeName") or ""),
+        pod_phase=phase,
+        terminal=phase in ("Succeeded", "Failed"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        ours=spec.get("schedulerName") == scheduler,
+        whole=whole_card_gpus(pod),
+        group=next((str(g) for k, g in notes.items() if k in GROUP_ANNOTATIONS and g), ""),
+        phase=str(notes.get(BIND_PHASE) or ""),
+        vgpu_node=str(notes.get(VGPU_NODE) or ""),
+        bind_time=plain_int(str(notes.get(BIND_TIME, "0"))) or 0,
+        assignment=str(notes.get(VGPU_IDS) or ""),
+    )
+
+
+@dataclass
+class Changes:
+    """What one ``update`` found changed."""
+
+    # Pod UIDs to check again: changed pods, entries of changed ledgers, pods on those nodes.
+    dirty: set[str] = field(default_factory=set)
+    ledgers: set[str] = field(default_factory=set)  # nodes whose ledger changed, appeared or went
+    nodes: set[str] = field(default_factory=set)  # nodes whose registration or labels changed
+    whole: set[str] = field(default_factory=set)  # nodes whose whole-card count changed
+    gone: set[str] = field(default_factory=set)  # pod UIDs no longer in the cluster
+    freed: bool = False  # capacity may have been freed (an entry or a placed pod went)
+
+
+Decode = Callable[[Obj], NodeLedger]
+FactsOf = Callable[[Obj], PodFacts]
+
+
+class World:
+    """Pods, ledgers and the indexes over them; ``engine`` is the allocator kept in step."""
+
+    def __init__(self, config: GuardConfig) -> None:
+        self.config = config
+        self._scheduler = config.scheduling.scheduler_name
+        self._pod_objs: dict[Key, Obj] = {}
+        self._ledger_objs: dict[str, Obj] = {}
+        self.records: dict[str, PodRecord] = {}  # uid -> record
+        self.pods: dict[str, Obj] = {}  # uid -> pod
+        self.ledgers: dict[str, NodeLedger] = {}
+        self.bad: dict[str, str] = {}  # ledger name -> why it does not decode
+        # pod uid -> nodes whose ledger holds an entry for it (one, unless a ledger was edited or a
+        # pod moved: every entry is checked, the stray ones released).
+        self.entries: dict[str, set[str]] = {}
+        self.bound_on: dict[str, set[str]] = {}  # node -> uids of pods bound there
+        self.whole: Counter[str] = Counter()
+        self.running: Counter[tuple[str, str]] = Counter()
+        self.pending: dict[str, PodRecord] = {}
+        self.allocating: dict[str, PodRecord] = {}  # uid -> record, bind-phase allocating
+        self.failed: dict[str, PodRecord] = {}  # uid -> record, bind-phase failed
+        self.placed: dict[str, str] = {}  # uid -> node, as the workloads count it
+        self.nodes: Mapping[str, NodeInfo] = {}
+        self.view = ClusterView()
+        self.engine: Allocator | None = None
+        self.workloads = Workloads()
+        # Node, ledger and whole-card changes the allocator has not taken in yet: a pass that stops
+        # after releasing or adopting does not reach it, and the next one must still apply them.
+        self._unsynced = Changes()
+
+    def entry_node(self, uid: str) -> str | None:
+        """A node whose ledger holds the pod (the first by name when several do)."""
+        held = self.entries.get(uid)
+        return min(held) if held else None
+
+    # -- the diff ----------------------------------------------------------------------------------
+
+    def update(
+        self,
+        pods: Mapping[Key, Obj],
+        ledgers: Mapping[str, Obj],
+        view: ClusterView,
+        *,
+        decode: Decode,
+        facts: FactsOf,
+        changed_pods: set[Key] | None = None,
+        changed_ledgers: set[str] | None = None,
+    ) -> Changes:
+        """Take in the current objects; ``self.view`` is ``view`` without nodes whose ledger is
+        unreadable (they are left alone until it is fixed). ``changed_*``: the keys that may have
+        changed since the last update (from the informers' events); None compares everything."""
+        changes = Changes()
+        self._update_ledgers(ledgers, decode, changes, changed_ledgers)
+        self._update_pods(pods, changes, changed_pods)
+        nodes = view.nodes
+        if self.bad:
+            nodes = {n: i for n, i in nodes.items() if n not in self.bad}
+            view = replace(view, nodes=nodes)
+        self.view = view
+        for name in set(nodes) | set(self.nodes):
+            now, before = nodes.get(name), self.nodes.get(name)
+            if now is not before and now != before:  # parsed again from an unchanged object: equal
+                changes.nodes.add(name)
+        self.nodes = nodes
+        for name in changes.ledgers | changes.nodes:
+            changes.dirty |= self.bound_on.get(name, set())
+        self._update_placed(changes, facts)
+        self._unsynced.nodes |= changes.nodes
+        self._unsynced.ledgers |= changes.ledgers
+        self._unsynced.whole |= changes.whole
+        return changes
+
+    def _update_ledgers(
+        self, current: Mapping[str, Obj], decode: Decode, changes: Changes, names: set[str] | None
+    ) -> None:
+        if names is None:
+            gone = [n for n in self._ledger_objs if n not in current]
+            changed: Iterable[tuple[str, Obj]] = current.items()
+        else:
+            gone = [n for n in names if n not in current and n in self._ledger_objs]
+            changed = [(n, current[n]) for n in names if n in current]
+        for name in gone:
+            del self._ledger_objs[name]
+            self.bad.pop(name, None)
+            self._set_ledger(name, None, changes)
+        for name, obj in changed:
+            old = self._ledger_objs.get(name)
+            if old is obj or (old is not None and _rv(old) == _rv(obj) and _rv(obj)):
+                continue
+            self._ledger_objs[name] = obj
+            try:
+                ledger: NodeLedger | None = decode(obj)
+                self.bad.pop(name, None)
+            except LedgerError as e:
+                self.bad[name] = str(e)
+                ledger = None
+            self._set_ledger(name, ledger, changes)
+
+    def _set_ledger(self, name: str, ledger: NodeLedger | None, changes: Changes) -> None:
+        old = self.ledgers.pop(name, None)
+        if old is not None:
+            for uid in old.allocations:
+                held = self.entries.get(uid)
+                if held is not None:
+                    held.discard(name)
+                    if not held:
+                        del self.entries[uid]
+                changes.dirty.add(uid)
+            if ledger is None or not set(old.allocations) <= set(ledger.allocations):
+                changes.freed = True
+        if ledger is not None:
+            self.ledgers[name] = ledger
+            for uid in ledger.allocations:
+                self.entries.setdefault(uid, set()).add(name)
+                changes.dirty.add(uid)
+        changes.ledgers.add(name)
+
+    def _update_pods(self, current: Mapping[Key, Obj], changes: Changes, keys: set[Key] | None) -> None:
+        """Take in the pods at ``keys`` (those the informer saw change), or diff them all (None)."""
+        if keys is None:
+            gone_keys = [k for k in self._pod_objs if k not in current]
+            changed: Iterable[tuple[Key, Obj]] = current.items()
+        else:
+            gone_keys = [k for k in keys if k not in current and k in self._pod_objs]
+            changed = [(k, current[k]) for k in keys if k in current]
+        for key in gone_keys:
+            went = self._pod_objs.pop(key)
+            uid = str(_mapping(went.get("metadata")).get("uid") or "")
+            record = self.records.get(uid)
+            if record is not None and record.key == key:
+                self._forget(record, changes)
+                changes.gone.add(uid)
+        for key, obj in changed:
+            old = self._pod_objs.get(key)
+            if old is obj:
+                continue
+            self._pod_objs[key] = obj
+            record = record_of(key, obj, self._scheduler)
+            previous = self.records.get(record.uid)
+            if old is not None:
+                old_uid = str(_mapping(old.get("metadata")).get("uid") or "")
+                if old_uid != record.uid and old_uid in self.records:
+                    self._forget(self.records[old_uid], changes)  # same name, a new pod
+                    changes.gone.add(old_uid)
+            self.pods[record.uid] = obj
+            if previous == record:
+                continue
+            if previous is not None:
+                self._forget(previous, changes)
+            self._remember(record, changes)
+
+    def _remember(self, record: PodRecord, changes: Changes) -> None:
+        self.records[record.uid] = record
+        changes.dirty.add(record.uid)
+        if record.bound:
+            self.bound_on.setdefault(record.node, set()).add(record.uid)
+            if record.whole:
+                self.whole[record.node] += record.whole
+                changes.whole.add(record.node)
+            if record.group:
+                self.running[(record.key[0] or "default", record.group)] += 1
+            if record.allocating:
+                self.allocating[record.uid] = record
+            if record.phase == "failed":
+                self.failed[record.uid] = record
+        if record.pending:
+            self.pending[record.uid] = record
+
+    def _forget(self, record: PodRecord, changes: Changes) -> None:
+        """Take ``record``'s contributions out of every index (the pod changed or went)."""
+        self.records.pop(record.uid, None)
+        changes.dirty.add(record.uid)
+        if record.bound:
+            on = self.bound_on.get(record.node)
+            if on is not None:
+                on.discard(record.uid)
+                if not on:
+                    del self.bound_on[record.node]
+            if record.whole:
+                self.whole[record.node] -= record.whole
+                if self.whole[record.node] <= 0:
+                    del self.whole[record.node]
+                changes.whole.add(record.node)
+            if record.group:
+                group = (record.key[0] or "default", record.group)
+                self.running[group] -= 1
+                if self.running[group] <= 0:
+                    del self.running[group]
+        self.allocating.pop(record.uid, None)
+        self.failed.pop(record.uid, None)
+        self.pending.pop(record.uid, None)
+
+    def _update_placed(self, changes: Changes, facts: FactsOf) -> None:
+        """Pods the workloads count: not ended, and bound or held by a ledger entry."""
+        for uid in changes.gone:
+            self.pods.pop(uid, None)
+        for uid in changes.dirty:
+            record = self.records.get(uid)
+            node = None
+            if record is not None and not record.terminal:
+                node = record.node or self.entry_node(uid)
+            was = self.placed.get(uid)
+            if node is None:
+                if was is not None:
+                    del self.placed[uid]
+                    self.workloads.forget(uid)
+                    changes.freed = True
+                continue
+            if was != node:
+                self.placed[uid] = node
+                self.workloads.assume(facts(self.pods[uid]), node)
+            elif record is not None and record.rv and self.workloads.node_of(uid) is None:
+                self.workloads.assume(facts(self.pods[uid]), node)
+
+    # -- the allocator ----------------------------------------------------------------------------------
+
+    def allocator(self, view: ClusterView) -> Allocator:
+        """The long-lived allocator brought to ``view`` and the ledgers; built at first use."""
+        good = {n: ledger for n, ledger in self.ledgers.items() if n not in self.bad}
+        changes, self._unsynced = self._unsynced, Changes()
+        if self.engine is None:
+            self.engine = Allocator(
+                view, good, config=self.config, whole_card=self.whole, workloads=self.workloads
+            )
+            return self.engine
+        engine = self.engine
+        engine.set_view(view)
+        for name in changes.nodes:
+            engine.replace_node(name, view.nodes.get(name))
+        for name in changes.ledgers:
+            engine.replace_ledger(name, good.get(name))
+        for name in changes.whole:
+            engine.set_whole_card(name, self.whole.get(name, 0))
+        return engine
+
+    def resync(self, nodes: set[str] | None = None) -> None:
+        """Forget the allocator's decisions that may not have reached the server: on ``nodes``
+        (their ledgers as last read), or everything (rebuilt at the next pass) when None."""
+        if nodes is None or self.engine is None:
+            self.engine = None
+            self.workloads = Workloads()
+            self.placed.clear()
+            for record in self.records.values():
+                node = record.node or self.entry_node(record.uid)
+                if node and not record.terminal:
+                    self.placed[record.uid] = node
+            self._refill_workloads = True
+            return
+        for name in nodes:
+            self.engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
+
+    _refill_workloads = False
+
+    def refill(self, facts: FactsOf) -> None:
+        """After ``resync(None)``: count every placed pod in the fresh workloads."""
+        if self._refill_workloads:
+            for uid, node in self.placed.items():
+                self.workloads.assume(facts(self.pods[uid]), node)
+            self._refill_workloads = False
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str(_mapping(obj.get("metadata")).get("resourceVersion") or "")
