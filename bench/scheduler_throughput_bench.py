@@ -511,9 +511,7 @@ def main() -> int:
         help="our GPU policy; spread compares like with like (kube-scheduler's LeastAllocated spreads); "
         "binpack puts a burst on one node, whose plugin handshake then serialises it",
     )
-    parser.add_argument(
-        "--smoke", action="store_true", help="5 nodes, 50 pods, one QPS, a short latency run"
-    )
+    parser.add_argument("--smoke", action="store_true", help="5 nodes, 50 pods, one QPS, a short latency run")
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.pods, args.qps, args.latency_rates, args.latency_seconds = (

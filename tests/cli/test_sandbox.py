@@ -86,7 +86,10 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
     try:
         banner = _wait_for_line(log, process, "ready; Ctrl-C stops everything")
         assert "in memory: everything is lost when it stops" in banner
-        assert "\nscope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n" in banner
+        assert (
+            "\nscope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n"
+            in banner
+        )
         webhook_match = re.search(r"webhook: +(https://\S+)", banner)
         assert webhook_match, banner
         webhook = webhook_match.group(1)
