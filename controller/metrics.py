@@ -108,7 +108,8 @@ class LedgerCollector(Collector):
         )
         violations = GaugeMetricFamily(
             "vgpu_guard_ledger_violations",
-            "Broken capacity invariants found in a node's ledger (pre-existing overcommit).",
+            "Broken capacity invariants found in a node's ledger (pre-existing overcommit), plus "
+            "entries found below their pod's assignment and raised (until the pod ends).",
             labels=["node"],
         )
         for row in snap.gpus:
@@ -155,6 +156,12 @@ class AllocationMetrics:
         self.conflicts = Counter(
             "vgpu_guard_ledger_conflicts_total",
             "Ledger writes that lost an optimistic-concurrency race (409) and were re-decided.",
+            registry=registry,
+        )
+        self.events_dropped = Counter(
+            "vgpu_guard_events_dropped_total",
+            "Events not sent because too many were already waiting for the Events rate limit "
+            "(VGPU_GUARD_EVENTS_QPS); the audit log and the pods' conditions still carry them.",
             registry=registry,
         )
         self.unschedulable = Counter(

@@ -33,6 +33,8 @@ Obj = dict[str, Any]
 _COMPONENT = "vgpu-guard"
 _EVENT_MESSAGE_LIMIT = 1024
 _FINDINGS_SHOWN = 5
+# Events waiting to be sent (for their rate limit) beyond which new ones are dropped and counted.
+MAX_PENDING_EVENTS = 1000
 # The per-GPU metrics snapshot is rebuilt at most this often (it walks every GPU of the fleet).
 SNAPSHOT_SECONDS = 2.0
 
@@ -89,7 +91,16 @@ class Reporter:
         self._view: ClusterView | None = None
 
     def emit(self, event: Coroutine[Any, Any, None]) -> None:
-        """Send an Event without holding up the caller; ``flush_events`` waits for all of them."""
+        """Send an Event without holding up the caller; ``flush_events`` waits for all of them.
+
+        Events wait for their own rate limit; when MAX_PENDING_EVENTS already wait, a new one is
+        dropped and counted (kube-scheduler's event broadcaster drops too, when its queue is full),
+        so a burst of bindings faster than the Events budget cannot grow memory without bound.
+        """
+        if len(self._events) >= MAX_PENDING_EVENTS:
+            event.close()
+            self.metrics.events_dropped.inc()
+            return
         task = asyncio.ensure_future(event)
         self._events.add(task)
         task.add_done_callback(_retrieved)
