@@ -344,7 +344,14 @@ async def run_side(
 
 @contextlib.contextmanager
 def controller_process(
-    plane: ControlPlane, *, qps: int, burst: int, namespace: str, workdir: Path, policy: str
+    plane: ControlPlane,
+    *,
+    qps: int,
+    burst: int,
+    namespace: str,
+    workdir: Path,
+    policy: str,
+    identity: str = "bench-controller",
 ) -> Any:
     env = dict(os.environ)
     env |= {
@@ -353,11 +360,11 @@ def controller_process(
         "VGPU_GUARD_EVENTS_QPS": str(qps),
         "VGPU_GUARD_EVENTS_BURST": str(burst),
         "POD_NAMESPACE": namespace,
-        "POD_NAME": "bench-controller",
+        "POD_NAME": identity,
     }
     config = workdir / f"config-{policy}.yaml"
     config.write_text(yaml.safe_dump({"scheduling": {"policy": policy}}))
-    log = (workdir / f"controller-{qps}.log").open("wb")
+    log = (workdir / f"controller-{qps}-{identity}.log").open("wb")
     argv = [
         sys.executable, "-m", "vgpu_guard.cli.main", "serve", "controller",
         "--kubeconfig", str(plane.kubeconfig), "--config", str(config),
