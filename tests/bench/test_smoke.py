@@ -51,3 +51,21 @@ def test_smoke_of_the_throughput_bench_on_the_real_control_plane() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 500/1000 |")]
     assert [r.split("|")[2].strip() for r in rows][:2] == ["kube-scheduler", "vgpu-guard"], done.stdout
+
+
+def test_smoke_of_the_standby_bench_on_the_real_control_plane() -> None:
+    """Two controller replicas on one Lease: the table names a leader and a standby."""
+    from tests.real_cluster import unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "standby_bench.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| standby |" in done.stdout and "| leader (baseline) |" in done.stdout, done.stdout
