@@ -33,7 +33,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from vgpu_guard.controller.binder import Binder, Waiting
-from vgpu_guard.controller.inputs import InputSource, ListedInputs, list_all
+from vgpu_guard.controller.inputs import InputSource, ListedInputs
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.controller.unplaceable import UnplaceableMemo
@@ -54,7 +54,7 @@ from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.scheduling import PodFacts, pod_facts
-from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
     LEDGERS,

@@ -25,10 +25,9 @@ from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.backoff import Backoff
-from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import NotFound, Unsupported
+from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES, Resource
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES
 from vgpu_guard.kube.view_cache import ClusterCache
 
 __all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "project_pod"]
@@ -64,23 +63,6 @@ class InputSource(Protocol):
     def wrote_ledger(self, obj: Obj) -> None: ...
 
     def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None: ...
-
-
-async def list_all(client: ClusterClient, resource: Resource, *, optional: bool = False) -> list[Obj]:
-    """Every object of ``resource``, 500 a page; an absent optional CRD is an empty list."""
-    items: list[Obj] = []
-    token: str | None = None
-    while True:
-        try:
-            page = await client.list(resource, limit=500, continue_token=token)
-        except (NotFound, Unsupported):
-            if optional:  # Volcano's CRDs are not installed: no queues, no podgroups
-                return []
-            raise
-        items.extend(page.items)
-        if not page.continue_token:
-            return items
-        token = page.continue_token
 
 
 class ListedInputs:

@@ -34,38 +34,28 @@ def test_smoke(script: str, expect: str) -> None:
     assert "skipped" not in done.stdout and "failed" not in done.stdout, done.stdout
 
 
-def test_smoke_of_the_throughput_bench_on_the_real_control_plane() -> None:
-    """kube-scheduler and our controller side by side on a real control plane (smoke sizes)."""
+@pytest.mark.parametrize(
+    ("script", "expect"),
+    [
+        # kube-scheduler and our controller side by side (smoke sizes): both rows are there.
+        ("scheduler_throughput_bench.py", ["| 500/1000 | kube-scheduler |", "| 500/1000 | vgpu-guard |"]),
+        # Two controller replicas on one Lease: the table names a leader and a standby.
+        ("standby_bench.py", ["| standby |", "| leader (baseline) |"]),
+    ],
+)
+def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None:
     from tests.real_cluster import unavailable
 
     why = unavailable()
     if why:
         pytest.skip(why)
     done = subprocess.run(
-        [sys.executable, str(BENCH / "scheduler_throughput_bench.py"), "--smoke"],
+        [sys.executable, str(BENCH / script), "--smoke"],
         capture_output=True,
         text=True,
         timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| 500/1000 |")]
-    assert [r.split("|")[2].strip() for r in rows][:2] == ["kube-scheduler", "vgpu-guard"], done.stdout
-
-
-def test_smoke_of_the_standby_bench_on_the_real_control_plane() -> None:
-    """Two controller replicas on one Lease: the table names a leader and a standby."""
-    from tests.real_cluster import unavailable
-
-    why = unavailable()
-    if why:
-        pytest.skip(why)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "standby_bench.py"), "--smoke"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "| standby |" in done.stdout and "| leader (baseline) |" in done.stdout, done.stdout
+    for line in expect:
+        assert line in done.stdout, done.stdout

@@ -22,6 +22,7 @@ import yaml
 from vgpu_guard.cli.documents import Document, InputError
 from vgpu_guard.cli.serve import kubeconfig_problem
 from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.client import list_all
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import HYPERNODES, NODES, PODGROUPS, QUEUES, Resource
 
@@ -88,17 +89,10 @@ def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 async def _list_all(client: AioClusterClient, resource: Resource) -> list[dict[str, Any]] | None:
     """Every object of ``resource`` (paged), or None when the server does not serve it."""
-    items: list[dict[str, Any]] = []
-    token = ""
-    while True:
-        try:
-            page = await client.list(resource, limit=_PAGE, continue_token=token or None)
-        except NotFound:
-            return None
-        items.extend(_clean(o) for o in page.items)
-        token = page.continue_token
-        if not token:
-            return items
+    try:
+        return [_clean(o) for o in await list_all(client, resource, page_size=_PAGE)]
+    except NotFound:
+        return None
 
 
 async def _read(

@@ -29,9 +29,9 @@ from vgpu_guard.engine.devices import REGISTER_ANNOTATION
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
-from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import Forbidden, KubeError, NotFound, Unavailable, Unsupported
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES, Resource
+from vgpu_guard.kube.client import ClusterClient, list_all
+from vgpu_guard.kube.errors import Forbidden, KubeError, Unavailable
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES
 
 __all__ = ["FleetStatus", "add_parser", "fleet_status", "render_text", "run", "status_json"]
 
@@ -330,28 +330,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(func=run)
 
 
-async def _list(client: ClusterClient, resource: Resource, *, optional: bool = False) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        try:
-            page = await client.list(resource, limit=500, continue_token=token)
-        except (NotFound, Unsupported):
-            if optional:  # our CRD or Volcano's is not installed: nothing of that kind
-                return []
-            raise
-        items.extend(page.items)
-        if not page.continue_token:
-            return items
-        token = page.continue_token
-
-
 async def read_fleet(client: ClusterClient, config: GuardConfig) -> FleetStatus:
     """Ledgers first, then pods (the controller's order), nodes and queues; raises ``KubeError``."""
-    ledgers = await _list(client, LEDGERS, optional=True)
-    pods = await _list(client, PODS)
-    nodes = await _list(client, NODES)
-    queues = await _list(client, QUEUES, optional=True)
+    ledgers = await list_all(client, LEDGERS, optional=True)
+    pods = await list_all(client, PODS)
+    nodes = await list_all(client, NODES)
+    queues = await list_all(client, QUEUES, optional=True)
     return fleet_status(nodes=nodes, ledgers=ledgers, pods=pods, queues=queues, config=config)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from vgpu_guard.kube.resources import Resource
 
-__all__ = ["ClusterClient", "ObjectList", "WatchEvent"]
+__all__ = ["ClusterClient", "ObjectList", "WatchEvent", "list_all"]
 
 Obj = dict[str, Any]
 
@@ -140,3 +140,25 @@ class ClusterClient(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def list_all(
+    client: ClusterClient, resource: Resource, *, optional: bool = False, page_size: int = 500
+) -> builtins.list[Obj]:
+    """Every object of ``resource``, ``page_size`` a page; with ``optional``, a resource the server
+    does not serve (a CRD not installed) is an empty list instead of ``NotFound``/``Unsupported``."""
+    from vgpu_guard.kube.errors import NotFound, Unsupported
+
+    items: builtins.list[Obj] = []
+    token: str | None = None
+    while True:
+        try:
+            page = await client.list(resource, limit=page_size, continue_token=token)
+        except (NotFound, Unsupported):
+            if optional:
+                return []
+            raise
+        items.extend(page.items)
+        if not page.continue_token:
+            return items
+        token = page.continue_token
