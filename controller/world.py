@@ -319,8 +319,10 @@ class World:
             if node is None:
                 if was is not None:
                     del self.placed[uid]
-                    self.workloads.forget(uid)
                     changes.freed = True
+                # Also what the allocator assumed for a pod this world never saw placed (reserved,
+                # bound and deleted between two passes): a stale pod would block its node.
+                self.workloads.forget(uid)
                 continue
             if was != node:
                 self.placed[uid] = node

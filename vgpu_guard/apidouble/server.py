@@ -965,4 +965,7 @@ async def serve_double(
                     transport.abort()  # type: ignore[attr-defined]
             if chain is not None:
                 await chain.close()
-            await asyncio.sleep(0)
+            # An aborted TLS transport closes its socket a few loop turns later (the SSL layer,
+            # then the socket transport): let those turns run, so no socket is left to the GC.
+            for _ in range(5):
+                await asyncio.sleep(0)
