@@ -353,7 +353,7 @@ class AllocationController:
         )
         self._log_bad_ledgers()
         if changes.freed:
-            self._unplaceable.epoch.bump()
+            self._unplaceable.capacity_freed()
         self._forget(changes.gone)
         # What a failed pass was checking is checked again: its pods did not change, but the
         # release or adoption it decided never reached the server.

@@ -161,7 +161,3 @@ class Binder:
         """Wait until every binding started so far (and those they started) has ended."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    @property
-    def idle(self) -> bool:
-        return not self._tasks

@@ -6,7 +6,7 @@ can only change when (kube-scheduler's queueing hints make the same argument per
 
 - the pod itself changed (its resourceVersion);
 - a node, Queue or PodGroup changed (the cache's versions of those informers);
-- capacity was freed: a ledger entry disappeared or a placed pod ended (``CapacityEpoch``);
+- capacity was freed: a ledger entry disappeared or a placed pod ended (``Changes.freed``);
 - for a pod with required pod affinity, any pod was placed (it may be the one it needs).
 
 Anything else (another pod reserved, bound or confirmed) only takes capacity away, so the old
@@ -15,53 +15,33 @@ answer still holds. With the listed inputs of ``simulate`` there are no versions
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from vgpu_guard.engine.ledger import NodeLedger
 from vgpu_guard.engine.pod_request import PodRequest
 
-__all__ = ["CapacityEpoch", "UnplaceableMemo"]
+__all__ = ["UnplaceableMemo"]
 
 Signature = tuple[object, ...]
-
-
-@dataclass
-class CapacityEpoch:
-    """A counter that moves whenever capacity may have been freed anywhere."""
-
-    value: int = 0
-    _placed: frozenset[str] = frozenset()
-
-    def bump(self) -> None:
-        """Capacity was freed somewhere (an entry or a placed pod went)."""
-        self.value += 1
-
-    def ledger_changed(self, old: NodeLedger | None, new: NodeLedger) -> None:
-        """A ledger was read at a new version: did it lose an entry?"""
-        if old is not None and not set(old.allocations) <= set(new.allocations):
-            self.value += 1
-
-    def placed_pods(self, uids: Iterable[str]) -> None:
-        """The pods that hold a node now: did one of those seen last time end?"""
-        current = frozenset(uids)
-        if not self._placed <= current:
-            self.value += 1
-        self._placed = current
 
 
 @dataclass
 class UnplaceableMemo:
     """The last reason per pod UID, valid while its signature holds."""
 
-    epoch: CapacityEpoch = field(default_factory=CapacityEpoch)
+    # Moves whenever capacity may have been freed anywhere (World's ``Changes.freed``).
+    freed: int = 0
     _known: dict[str, tuple[Signature, tuple[str, str]]] = field(default_factory=dict)
+
+    def capacity_freed(self) -> None:
+        """An entry or a placed pod went: every remembered answer may be wrong now."""
+        self.freed += 1
 
     def signature(self, generation: Signature | None, *, placed_pods: int) -> Signature | None:
         """What this pass's answers depend on; None when the inputs carry no versions."""
         if generation is None:
             return None
-        return (generation, self.epoch.value, placed_pods)
+        return (generation, self.freed, placed_pods)
 
     @staticmethod
     def _key(pod: PodRequest, version: str, memo: Signature) -> Signature:

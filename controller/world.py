@@ -140,6 +140,7 @@ class World:
         self.view = ClusterView()
         self.engine: Allocator | None = None
         self.workloads = Workloads()
+        self._refill_workloads = False  # set by resync(None): count every placed pod again
         # Node, ledger and whole-card changes the allocator has not taken in yet: a pass that stops
         # after releasing or adopting does not reach it, and the next one must still apply them.
         self._unsynced = Changes()
@@ -366,8 +367,6 @@ class World:
             return
         for name in nodes:
             self.engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
-
-    _refill_workloads = False
 
     def refill(self, facts: FactsOf) -> None:
         """After ``resync(None)``: count every placed pod in the fresh workloads."""
