@@ -14,14 +14,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vgpu_guard.engine.cluster import ClusterView
-from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.gang import gang_of, stale_placements
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import Conflict, KubeError, NotFound, Unsupported
-from vgpu_guard.kube.resources import GANG_PLACEMENTS, PODGROUPS, PODS
+from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
+from vgpu_guard.kube.resources import GANG_PLACEMENTS
 from vgpu_guard.logs import audit
 
-__all__ = ["release_finished_gangs", "release_stale_placements"]
+__all__ = ["release_stale_placements"]
 
 log = logging.getLogger("vgpu_guard.controller.gangs")
 
@@ -31,40 +30,12 @@ def _live(pod: Mapping[str, Any]) -> bool:
     return not (isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed"))
 
 
-async def release_finished_gangs(client: ClusterClient, config: GuardConfig) -> list[tuple[str, str]]:
-    """Delete the placements of finished gangs; returns (namespace, group) of those deleted.
-
-    Never raises for API errors (logged; the next pass tries again)."""
-    try:
-        placements = (await client.list(GANG_PLACEMENTS)).items
-    except (NotFound, Unsupported):
-        return []  # our GangPlacement CRD is not installed: IB pinning is not in use
-    except KubeError as e:
-        log.warning("cannot list gang placements: %s", e)
-        return []
-    if not placements:
-        return []
-    try:
-        podgroups = (await client.list(PODGROUPS)).items
-    except (NotFound, Unsupported):
-        podgroups = []
-    except KubeError as e:
-        log.warning("cannot list podgroups to release gang placements: %s", e)
-        return []
-    try:
-        pods = (await client.list(PODS)).items
-    except KubeError as e:
-        log.warning("cannot list pods to release gang placements: %s", e)
-        return []
-    view = ClusterView.from_objects([*placements, *podgroups], config)
-    return await release_stale_placements(client, view, pods)
-
-
 async def release_stale_placements(
     client: ClusterClient, view: ClusterView, pods: Iterable[Mapping[str, Any]]
 ) -> list[tuple[str, str]]:
-    """Delete the placements ``view`` shows stale given ``pods`` (the run loop passes its caches,
-    so a settled controller sends no request here unless something is to be deleted)."""
+    """Delete the placements ``view`` shows stale given ``pods``; returns (namespace, group) of those
+    deleted. The run loop passes its caches, so a settled controller sends no request here unless
+    something is to be deleted. Never raises for API errors (logged; the next round tries again)."""
     if not view.gang_placements:
         return []
     live = frozenset((g[0], g[1]) for p in pods if _live(p) and (g := gang_of(p)) is not None)

@@ -10,11 +10,19 @@ import yaml
 from tests.builders import config_with
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
-from vgpu_guard.controller.gang_gc import release_finished_gangs
+from vgpu_guard.controller.gang_gc import release_stale_placements
+from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS, PODS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = config_with(topology={"ibClusterLabel": "example.com/ib-cluster"})
+
+
+async def release(store: Store, client: MemoryClusterClient | None = None) -> list[tuple[str, str]]:
+    """What the run loop does with its caches: the placements and PodGroups as a view, the pods."""
+    objects = [*store.list(GANG_PLACEMENTS).items, *store.list(PODGROUPS).items]
+    view = ClusterView.from_objects(objects, CONFIG)
+    return await release_stale_placements(client or MemoryClusterClient(store), view, store.list(PODS).items)
 
 
 def setup() -> Store:
@@ -73,21 +81,27 @@ async def test_finished_gangs_are_released_and_live_ones_kept() -> None:
         namespace="ml",
         subresource="status",
     )
-    released = await release_finished_gangs(MemoryClusterClient(store), CONFIG)
+    released = await release(store)
     assert released == [("ml", "completed"), ("ml", "deleted")]
     left = sorted(o["metadata"]["name"] for o in store.list(GANG_PLACEMENTS, namespace="ml").items)
     assert left == ["completed-live", "orphan-live", "running"]
-    assert await release_finished_gangs(MemoryClusterClient(store), CONFIG) == []
+    assert await release(store) == []
 
 
 async def test_api_errors_are_logged_not_raised() -> None:
     store = setup()
     store.create(GANG_PLACEMENTS, placement("deleted"), namespace="ml")
     faults = FaultPlan()
-    faults.add(verb="list", resource=PODS, error=unavailable_error())
-    assert await release_finished_gangs(MemoryClusterClient(store, faults=faults), CONFIG) == []
+    faults.add(verb="delete", resource=GANG_PLACEMENTS, error=unavailable_error())
+    assert await release(store, MemoryClusterClient(store, faults=faults)) == []
     assert len(store.list(GANG_PLACEMENTS, namespace="ml").items) == 1
+    assert await release(store) == [("ml", "deleted")]  # the next round tries again
 
 
-async def test_without_our_crd_nothing_happens() -> None:
-    assert await release_finished_gangs(MemoryClusterClient(Store()), CONFIG) == []
+async def test_without_placements_nothing_is_sent() -> None:
+    store = setup()
+    store.create(PODS, member("running", "r-0"), namespace="ml")
+    faults = FaultPlan()
+    faults.add(error=unavailable_error(), times=None)  # counts every request, of any verb
+    assert await release(store, MemoryClusterClient(store, faults=faults)) == []
+    assert faults.rules[0].hits == 0
