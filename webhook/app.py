@@ -53,6 +53,9 @@ class Route:
     resources: frozenset[tuple[str, str]]
     # A route that needs no cluster state names its engine entry point; others go through decide.
     decide: Callable[[AdmissionRequest, GuardConfig], AdmissionDecision] | None = None
+    # Deny objects over webhook.maxContainers before any rule. Off where only metadata is read
+    # (allocation annotations): a kubelet status write must never be refused for the pod's size.
+    caps_containers: bool = True
 
 
 ROUTES: tuple[Route, ...] = (
@@ -60,7 +63,13 @@ ROUTES: tuple[Route, ...] = (
     Route("/validate/pods", "validate", frozenset({("", "pods")})),
     Route("/validate/workloads", "validate", WORKLOAD_RESOURCES),
     Route("/validate/queues", "validate", frozenset({("scheduling.volcano.sh", "queues")})),
-    Route("/validate/pod-allocations", "validate", frozenset({("", "pods")}), admit_allocation_write),
+    Route(
+        "/validate/pod-allocations",
+        "validate",
+        frozenset({("", "pods")}),
+        decide=admit_allocation_write,
+        caps_containers=False,
+    ),
 )
 
 CONFIG = web.AppKey("config", GuardConfig)
@@ -187,7 +196,7 @@ def _handler(route: Route) -> Any:
         owned = (review.resource.group, review.resource.resource) in route.resources
         # The cap protects rules that walk containers; the allocation route reads annotations only,
         # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
-        walks = owned and route.decide is None
+        walks = owned and route.caps_containers
         too_large = _too_many_containers(review.object, settings.max_containers) if walks else None
         if too_large is not None:
             decision = too_large

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,10 +128,29 @@ class Contract:
                 f"{self.test_name} is listed as a known difference ({reason}) but both sides now agree: "
                 "remove it from tests/contract/known_differences.py"
             )
+            # Differing is not enough: the double must still answer what it answered when the
+            # difference was accepted (a 500 would differ too).
+            assert observed["double"] == _known_answer(self.test_name, observed["double"]), (
+                f"{self.test_name}: the double's answer changed from the one recorded in "
+                f"{KNOWN_ANSWERS.name} (UPDATE_GOLDEN=1 records the new one): "
+                f"{json.dumps(observed['double'], sort_keys=True)}"
+            )
             print(f"known difference: {reason}")
             return observed
         assert observed["double"] == observed["real"], _explain(observed)
         return observed
+
+
+KNOWN_ANSWERS = Path(__file__).with_name("known_double_answers.json")
+
+
+def _known_answer(test_name: str, observed: Any) -> Any:
+    """The double's recorded answer for a known difference (``UPDATE_GOLDEN=1`` records it)."""
+    answers = json.loads(KNOWN_ANSWERS.read_text()) if KNOWN_ANSWERS.exists() else {}
+    if os.environ.get("UPDATE_GOLDEN"):
+        answers[test_name] = observed
+        KNOWN_ANSWERS.write_text(json.dumps(answers, indent=2, sort_keys=True) + "\n")
+    return answers.get(test_name, "<not recorded>")
 
 
 def _explain(observed: dict[str, Any]) -> str:

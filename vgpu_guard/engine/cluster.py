@@ -226,6 +226,14 @@ class ClusterView:
         """Largest registered card memory, in plugin units."""
         return max((g.memory for n in self.gpu_nodes for g in n.gpus), default=0)
 
+    def any_node_labelled(self, labels: tuple[str, ...]) -> bool:
+        """Whether some node carries one of ``labels`` (computed once per view and label set: every
+        admission request asks, and a view is shared by all requests until a cache changes)."""
+        cache: dict[tuple[str, ...], bool] = self.__dict__.setdefault("_labelled", {})
+        if labels not in cache:
+            cache[labels] = any(label in node.labels for node in self.nodes.values() for label in labels)
+        return cache[labels]
+
     @cached_property
     def mig_card_types(self) -> tuple[str, ...]:
         """Distinct card types on MIG-mode nodes, sorted (the models MIG requests can land on)."""

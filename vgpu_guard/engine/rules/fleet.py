@@ -43,7 +43,7 @@ def fleet_scales(view: ClusterView, config: GuardConfig) -> bool:
     setting = config.admission.fleet_scaling
     if setting != "auto":
         return setting == "scaling"
-    return any(label in node.labels for node in view.nodes.values() for label in SCALING_LABELS)
+    return view.any_node_labelled(SCALING_LABELS)
 
 
 def fleet_config(config: GuardConfig, view: ClusterView) -> GuardConfig:

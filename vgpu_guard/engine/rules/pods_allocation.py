@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLOCATION_SUBRESOURCES",
     "admit_allocation_write",
-    "allocation_annotations",
     "allocation_write_violations",
+    "carried_allocation_annotations",
     "is_allocation_writer",
     "prebound_violations",
 ]
@@ -55,7 +55,7 @@ def is_allocation_writer(username: str, groups: tuple[str, ...], config: GuardCo
     )
 
 
-def allocation_annotations(obj: Mapping[str, Any] | None) -> dict[str, object]:
+def carried_allocation_annotations(obj: Mapping[str, Any] | None) -> dict[str, object]:
     """The allocation annotations an object carries (a Pod's, or a Binding's to be copied)."""
     metadata = obj.get("metadata") if obj is not None else None
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
@@ -71,7 +71,7 @@ def _who(username: str) -> str:
 def _update_violations(
     old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, *, username: str, where: str
 ) -> list[Violation]:
-    before, after = allocation_annotations(old), allocation_annotations(new)
+    before, after = carried_allocation_annotations(old), carried_allocation_annotations(new)
     out: list[Violation] = []
     for key in ALLOCATION_ANNOTATIONS:
         if before.get(key) == after.get(key):  # unchanged, or absent from both
@@ -98,7 +98,7 @@ def _binding_violations(binding: Mapping[str, Any] | None, *, username: str, pod
             f"{show(value)} on a Binding by {_who(username)} would be copied onto pod {pod}; {_WHO}, "
             f"bind without it",
         )
-        for key, value in allocation_annotations(binding).items()
+        for key, value in carried_allocation_annotations(binding).items()
     ]
 
 
