@@ -242,6 +242,9 @@ class QueueTree:
 # The first Volcano release whose queue webhook requires a deserved entry for every guaranteed
 # resource (validate_queue.go: "deserved[cpu] must be >= guarantee[cpu]=..." on a missing entry).
 DESERVED_REQUIRED_FROM = (1, 14)
+# What the queue audit judges stored queues by: only what every Volcano release checks. A release's
+# admission rules are for writes; a queue stored under an older release is not re-judged by them.
+EVERY_RELEASE = (1, 0)
 
 
 def _deserved_missing(obj: Obj, release: tuple[int, int] | None) -> list[Violation]:
@@ -264,7 +267,7 @@ def _deserved_missing(obj: Obj, release: tuple[int, int] | None) -> list[Violati
     ]
 
 
-def field_violations(obj: Obj, *, release: tuple[int, int] | None = None) -> list[Violation]:
+def field_violations(obj: Obj, *, release: tuple[int, int] | None) -> list[Violation]:
     """Checks of the queue alone: quantities, guarantee <= capability, deserved between the two.
 
     ``release`` is the Volcano (major, minor) whose rules apply (``queues.volcanoVersion``; None:
@@ -616,8 +619,7 @@ def audit_queues(view: ClusterView, config: GuardConfig) -> QueueAudit:
     findings: dict[str, tuple[Violation, ...]] = {}
     for name in sorted(view.queues):
         obj = view.queues[name]
-        # Volcano's own admission rules are for writes; a stored queue is not re-judged by them.
-        found = [v for v in field_violations(obj) if v.rule != "queue-deserved-missing"]
+        found = field_violations(obj, release=EVERY_RELEASE)
         found.extend(_parent_violations(name, obj, tree))
         raw_guarantee = _mapping(obj, *_GUARANTEE[1])
         for resource in sorted({r for c in tree.children(name) for r in tree.guarantees.get(c, {})}):
