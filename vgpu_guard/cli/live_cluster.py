@@ -23,7 +23,7 @@ from vgpu_guard.cli.documents import Document, InputError
 from vgpu_guard.cli.serve import kubeconfig_problem
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.client import list_all
-from vgpu_guard.kube.errors import KubeError, NotFound
+from vgpu_guard.kube.errors import KubeError, NotFound, Unsupported
 from vgpu_guard.kube.resources import HYPERNODES, NODES, PODGROUPS, QUEUES, Resource
 
 __all__ = ["LiveCluster", "kubeconfig_error", "read_live_cluster"]
@@ -91,7 +91,7 @@ async def _list_all(client: AioClusterClient, resource: Resource) -> list[dict[s
     """Every object of ``resource`` (paged), or None when the server does not serve it."""
     try:
         return [_clean(o) for o in await list_all(client, resource, page_size=_PAGE)]
-    except NotFound:
+    except (NotFound, Unsupported):
         return None
 
 

@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
+from vgpu_guard.controlplane.launch import free_port
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
 
@@ -180,13 +180,6 @@ def scope_lines(scope: str, release: str, label: str, namespaces: tuple[str, ...
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((_HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class _Child:
     """One ``vgpu-guard serve`` child process, its log file and its operations port."""
 
@@ -247,7 +240,7 @@ def _serving_files(workdir: Path) -> bytes:
 async def _start_guard(kubeconfig: Path, workdir: Path) -> list[_Child]:
     """Run ``serve webhook`` and ``serve controller`` on ``kubeconfig``; register the webhook."""
     ca_pem = _serving_files(workdir)
-    port = _free_port()
+    port = free_port()
     config = {
         "scheduling": {"routing": True},
         "webhook": {
@@ -260,7 +253,7 @@ async def _start_guard(kubeconfig: Path, workdir: Path) -> list[_Child]:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     children = []
     for component in ("webhook", "controller"):
-        child = _Child(component, workdir / f"{component}.log", _free_port())
+        child = _Child(component, workdir / f"{component}.log", free_port())
         argv = [sys.executable, "-m", "vgpu_guard.cli.main", "serve", component]
         argv += ["--config", str(workdir / "config.yaml"), "--kubeconfig", str(kubeconfig)]
         argv += ["--cert-mode", "files", "--namespace", NAMESPACE, "--identity", f"sandbox-{component}"]

@@ -30,7 +30,7 @@ from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
 from vgpu_guard.kube.client import ClusterClient, list_all
-from vgpu_guard.kube.errors import Forbidden, KubeError, Unavailable
+from vgpu_guard.kube.errors import Forbidden, KubeError
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES
 
 __all__ = ["FleetStatus", "add_parser", "fleet_status", "render_text", "run", "status_json"]
@@ -340,13 +340,13 @@ async def read_fleet(client: ClusterClient, config: GuardConfig) -> FleetStatus:
 
 
 def _remedy(error: KubeError) -> str:
+    """What status adds to the error's own remedy (kube/errors.py): the permissions it needs."""
     if isinstance(error, Forbidden):
         return (
-            "status needs get/list on nodes, pods, gpuledgers.vgpu-guard.io and queues.scheduling.volcano.sh"
+            "; status needs get/list on nodes, pods, gpuledgers.vgpu-guard.io and "
+            "queues.scheduling.volcano.sh"
         )
-    if isinstance(error, Unavailable):
-        return "check that the API server is up and that the kubeconfig's server address is right"
-    return "check the kubeconfig's context and credentials"
+    return ""
 
 
 async def _main(args: argparse.Namespace, config: GuardConfig) -> int:
@@ -361,7 +361,7 @@ async def _main(args: argparse.Namespace, config: GuardConfig) -> int:
     try:
         status = await read_fleet(client, config)
     except KubeError as e:
-        print(f"error: cannot read the cluster at {server}: {e}; {_remedy(e)}", file=sys.stderr)
+        print(f"error: cannot read the cluster at {server}: {e}{_remedy(e)}", file=sys.stderr)
         return 2
     finally:
         await client.close()
