@@ -72,3 +72,36 @@ async def test_default_table_names_the_fullest_gpu_and_its_memory(env: Env, kube
     header, row = wide.stdout.splitlines()
     assert header.split() == [*HEADER[:-1], "VGPUS", "MIG", "AGE"]  # the CRD lists Age last
     assert row.split()[:-1] == [*ROW, "1", "0"]
+
+
+async def test_status_reports_the_bound_pod_on_its_gpu(env: Env, kubectl: Kubectl) -> None:
+    """``vgpu-guard status -o json`` against the same cluster (the real API server too): the node's
+    GPU holds the story's pod, with the same figures as the ledger's columns."""
+    import asyncio
+    import contextlib
+    import io
+    import json
+
+    from vgpu_guard.cli.main import main
+
+    applied = await kubectl(
+        "apply", "-n", env.ns, "-f", "-", stdin=yaml.safe_dump(gpu_pod("quarter", MEMORY, pool=POOL))
+    )
+    assert applied.code == 0, applied.transcript()
+    await until(f"pod quarter bound alone on {NODE}", lambda: _bound_alone(env, "quarter"))
+    out = io.StringIO()
+
+    def run() -> int:
+        with contextlib.redirect_stdout(out):
+            return main(["status", "--kubeconfig", str(env.backend.admin_kubeconfig), "-o", "json"])
+
+    assert await asyncio.to_thread(run) == 0
+    status = json.loads(out.getvalue())
+    [node] = [n for n in status["nodes"] if n["name"] == NODE]
+    [gpu] = [g for g in node["summary"]["perGPU"] if g["uuid"] == GPU]
+    assert (gpu["pods"], gpu["memoryMiB"], gpu["registeredMemoryMiB"], gpu["memoryPercent"]) == (
+        1,
+        MEMORY,
+        24576,
+        25,
+    ), gpu
