@@ -195,6 +195,8 @@ class Allocator:
         # Nodes whose ledger ``commit``/``release``/``mark_committed`` changed: what a pass writes.
         self.touched: set[str] = set()
         whole = whole_card or {}
+        # Whole-card GPUs by node, kept for nodes not (yet) in the view too: they apply when it joins.
+        self._whole: dict[str, int] = dict(whole)
         self._mig_cache: dict[str, MigModelGeometries | None] = {}
         for name, info in view.nodes.items():
             self._nodes[name] = _Node(info=info, cards=self._cards_of(info), whole_card=whole.get(name, 0))
@@ -267,7 +269,7 @@ class Allocator:
                 del self._cards[(name, card.device.uuid)]
         if info is not None:
             cards = self._cards_of(info)
-            self._nodes[name] = _Node(info=info, cards=cards, whole_card=old.whole_card if old else 0)
+            self._nodes[name] = _Node(info=info, cards=cards, whole_card=self._whole.get(name, 0))
             for card in cards:
                 self._reindex(card)
         self.replace_ledger(name, ledger)
@@ -275,6 +277,7 @@ class Allocator:
 
     def set_whole_card(self, name: str, count: int) -> None:
         """Whole-card ``nvidia.com/gpu`` pods on the node (Volcano #4712) changed."""
+        self._whole[name] = count
         node = self._nodes.get(name)
         if node is not None:
             node.whole_card = count
