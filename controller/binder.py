@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +53,11 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 class Binder:
     """Per-node queues of committed entries; ``offer`` from passes, ``observe`` from the pod informer."""
 
-    def __init__(self, bind: BindCall, *, concurrency: int = 16) -> None:
+    def __init__(
+        self, bind: BindCall, *, concurrency: int = 16, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._bind = bind
+        self._clock = clock
         # Called (after a growing delay, as client-go's rate-limited requeue) when a binding failed,
         # so the next pass offers the entry again; the run loop points it at its wake event.
         self.retry: Callable[[], None] | None = None
@@ -67,8 +70,9 @@ class Binder:
         # Nodes with a Binding request on the wire: no pass's read can know about it yet.
         self._sending: set[str] = set()
         # UIDs bound lately: a pass that read before their binding finished must not offer them
-        # again (it would only earn a 409). Kept for DONE_TTL_SECONDS.
-        self._done: dict[str, float] = {}
+        # again (it would only earn a 409). Kept for DONE_TTL_SECONDS, oldest first, so expiry
+        # pops from the front instead of rebuilding the map on every binding.
+        self._done: OrderedDict[str, float] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self.bound = 0  # bindings sent successfully, for tests and logs
         self.failures: list[str] = []  # requests that failed (passes report those they started)
@@ -148,10 +152,10 @@ class Binder:
         if ok:
             self._backoff.reset()
             self.bound += 1
-            now = time.monotonic()
+            now = self._clock()
             self._done[item.entry.pod_uid] = now
-            if len(self._done) > 1024:
-                self._done = {u: t for u, t in self._done.items() if now - t < DONE_TTL_SECONDS}
+            while self._done and now - next(iter(self._done.values())) >= DONE_TTL_SECONDS:
+                self._done.popitem(last=False)
             return
         if self._inflight.get(node) == item.entry.pod_uid:
             del self._inflight[node]  # nothing was bound: the node is free for the next entry

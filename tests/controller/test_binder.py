@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vgpu_guard.controller.binder import Binder, Waiting
+from vgpu_guard.controller.binder import DONE_TTL_SECONDS, Binder, Waiting
 from vgpu_guard.engine.ledger import Allocation
 from vgpu_guard.kube.errors import Unavailable
 
@@ -90,3 +90,22 @@ async def test_bound_entries_are_not_offered_again_and_failures_ask_for_a_retry(
     binder.offer({"n1": [entry("a", 1)]}, busy={})  # a pass that read before the binding landed
     await binder.drain()
     assert server.bound == [("n1", "a")]
+
+
+async def test_recent_bindings_are_remembered_for_the_ttl_then_forgotten() -> None:
+    # A pass that read before a binding landed must not offer it again; after DONE_TTL_SECONDS the
+    # UID is forgotten (oldest first), so the memory stays bounded by the binding rate.
+    now = [0.0]
+    server = Server()
+    binder = Binder(server.bind, clock=lambda: now[0])
+    for i in range(3):
+        now[0] = float(i)
+        binder.offer({f"n{i}": [entry(f"u{i}", i)]}, busy={})
+        await binder.drain()
+    binder.offer({"n9": [entry("u0", 0)]}, busy={})  # within the TTL: not bound twice
+    await binder.drain()
+    assert [uid for _, uid in server.bound] == ["u0", "u1", "u2"]
+    now[0] = 1.5 + DONE_TTL_SECONDS  # u0 and u1 are older than the TTL when the next one binds
+    binder.offer({"n3": [entry("u3", 3)]}, busy={})
+    await binder.drain()
+    assert list(binder._done) == ["u2", "u3"]
