@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig, MigGeometryGroup, MigModelGeometries
 from vgpu_guard.engine.devices import GpuDevice
+from vgpu_guard.engine.equivalence import equivalence_class
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
@@ -65,6 +66,11 @@ _Order = tuple[int, int, str, int]
 # How many more nodes with equally packed cards the indexed search weighs for the cpu/memory
 # tie-break once it has a fit (kube-scheduler samples too: percentageOfNodesToScore).
 TIE_CANDIDATES = 32
+# Remembered node verdicts (equivalence class x node) before the memo starts over: a few classes
+# over thousands of nodes fit; a stream of one-off classes cannot grow it without bound.
+MEMO_LIMIT = 100_000
+# A node's rank and grants for a pod, or None where the pod does not fit.
+_Verdict = tuple[_Order, tuple[ContainerGrant, ...]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +204,12 @@ class Allocator:
         # Whole-card GPUs by node, kept for nodes not (yet) in the view too: they apply when it joins.
         self._whole: dict[str, int] = dict(whole)
         self._mig_cache: dict[str, MigModelGeometries | None] = {}
+        # Per node, moved by every change of its cards, ledger or whole-card count; with the
+        # workloads' own per-node epoch it stamps the remembered verdicts (equivalence.py).
+        self._epochs: dict[str, int] = {}
+        self._classes: dict[Hashable, int] = {}
+        self._class: int | None = None  # the equivalence class of the pod being placed
+        self._memo: dict[tuple[int, str], tuple[tuple[int, int], _Verdict]] = {}
         for name, info in view.nodes.items():
             self._nodes[name] = _Node(info=info, cards=self._cards_of(info), whole_card=whole.get(name, 0))
         self._unit_sizes: list[int] | None = sorted({c.capacity for c in self._cards.values()})
@@ -258,6 +270,7 @@ class Allocator:
         """The node re-registered, changed or left: rebuild its cards and apply its ledger again."""
         ledger = self._ledgers.get(name)
         self.replace_ledger(name, None)
+        self._epochs[name] = self._epochs.get(name, 0) + 1
         old = self._nodes.pop(name, None)
         if old is not None:
             for card in old.cards:
@@ -278,6 +291,7 @@ class Allocator:
     def set_whole_card(self, name: str, count: int) -> None:
         """Whole-card ``nvidia.com/gpu`` pods on the node (Volcano #4712) changed."""
         self._whole[name] = count
+        self._epochs[name] = self._epochs.get(name, 0) + 1
         node = self._nodes.get(name)
         if node is not None:
             node.whole_card = count
@@ -310,6 +324,7 @@ class Allocator:
             bisect.insort(keys, card.key)
 
     def _apply(self, node: str, allocation: Allocation, *, sign: int) -> None:
+        self._epochs[node] = self._epochs.get(node, 0) + 1
         if sign > 0:
             self._where[allocation.pod_uid] = node
         else:
@@ -625,16 +640,37 @@ class Allocator:
             lean = -self._constraints.least_allocated(self._prepared, self._nodes[name].info)
         return (rank[0], lean, rank[1], rank[2])
 
+    def _verdict(self, pod: PodRequest, name: str) -> _Verdict:
+        result = self._evaluate(pod, self._nodes[name])
+        if not isinstance(result[0], tuple):
+            return None
+        rank, grants = result
+        return self._order(rank, name), grants
+
+    def _judge(self, pod: PodRequest, name: str) -> _Verdict:
+        """``_verdict``, remembered per equivalence class while the node's epochs stand still."""
+        if self._class is None:
+            return self._verdict(pod, name)
+        workloads = self._constraints.workloads.epoch(name) if self._constraints is not None else 0
+        stamp = (self._epochs.get(name, 0), workloads)
+        key = (self._class, name)
+        known = self._memo.get(key)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        verdict = self._verdict(pod, name)
+        if len(self._memo) >= MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = (stamp, verdict)
+        return verdict
+
     def _search(self, pod: PodRequest) -> tuple[str, tuple[ContainerGrant, ...]] | None:
         best: tuple[_Order, str, tuple[ContainerGrant, ...]] | None = None
         if self.search == "scan":
+            # The reference: every node, evaluated afresh (no memo), for the property tests.
             for name in sorted(self._nodes):
-                result = self._evaluate(pod, self._nodes[name])
-                if isinstance(result[0], tuple):
-                    rank, grants = result
-                    order = self._order(rank, name)
-                    if best is None or order < best[0]:
-                        best = (order, name, grants)
+                verdict = self._verdict(pod, name)
+                if verdict is not None and (best is None or verdict[0] < best[0]):
+                    best = (verdict[0], name, verdict[1])
         else:
             seen: set[str] = set()
             ties = 0
@@ -650,13 +686,21 @@ class Allocator:
                     # than the best rank is always looked at: its node failed a card check there
                     # (a PodGroup member, a type, cores) but may rank better through another card.
                     ties += 1
-                result = self._evaluate(pod, self._nodes[name])
-                if isinstance(result[0], tuple):
-                    rank, grants = result
-                    order = self._order(rank, name)
-                    if best is None or order < best[0]:
-                        best = (order, name, grants)
+                verdict = self._judge(pod, name)
+                if verdict is not None and (best is None or verdict[0] < best[0]):
+                    best = (verdict[0], name, verdict[1])
         return (best[1], best[2]) if best is not None else None
+
+    def _class_of(self, pod: PodRequest) -> int | None:
+        """A small id for the pod's equivalence class (None: evaluate every node afresh)."""
+        workloads = self._constraints.workloads if self._constraints is not None else None
+        shape = equivalence_class(pod, anti_affinity_pods=workloads.anti_affinity_pods if workloads else 0)
+        if shape is None:
+            return None
+        if len(self._classes) >= MEMO_LIMIT:  # a stream of one-off classes: start over
+            self._classes.clear()
+            self._memo.clear()
+        return self._classes.setdefault(shape, len(self._classes))
 
     def diagnose(self, pod: PodRequest) -> str:
         """The ``0/N nodes are available`` message: every node evaluated, every reason counted."""
@@ -730,12 +774,14 @@ class Allocator:
             if unsupported is not None:
                 return Unplaceable(pod=pod, message=unsupported, cause="unsupported")
             self._prepared = self._constraints.prepare(pod.facts)
+        self._class = self._class_of(pod)
         try:
             found = self._search(pod)
             if found is None:
                 return Unplaceable(pod=pod, message=self.diagnose(pod))
         finally:
             self._prepared = None
+            self._class = None
         node, grants = found
         refusal = self._queue_refusal(pod, queue, explicit, grants)
         if refusal is not None:

@@ -51,6 +51,9 @@ class Workloads:
     ) -> None:
         self._usage: dict[str, NodeUsage] = {}
         self._where: dict[str, str] = {}
+        # Moves on every change of a node's pods: an evaluation of the node remembered at an
+        # earlier count is stale (the allocator's equivalence memo compares it).
+        self._epochs: dict[str, int] = {}
         # How many counted pods carry required anti-affinity: when none do, pods without affinity
         # terms of their own skip InterPodAffinity's cluster-wide count.
         self.anti_affinity_pods = 0
@@ -91,11 +94,16 @@ class Workloads:
     def node_of(self, uid: str) -> str | None:
         return self._where.get(uid)
 
+    def epoch(self, node: str) -> int:
+        """How often the pods counted on ``node`` changed (only equality is meaningful)."""
+        return self._epochs.get(node, 0)
+
     def assume(self, facts: PodFacts, node: str) -> None:
         """Count ``facts`` on ``node`` (moving it there if it was counted elsewhere)."""
         if facts.uid in self._where:
             self.forget(facts.uid)
         usage = self._usage.setdefault(node, NodeUsage())
+        self._epochs[node] = self._epochs.get(node, 0) + 1
         usage.pods[facts.uid] = facts
         add_into(usage.requested, facts.requests)
         usage.ports.update(facts.host_ports)
@@ -107,6 +115,7 @@ class Workloads:
         if node is None:
             return
         usage = self._usage[node]
+        self._epochs[node] = self._epochs.get(node, 0) + 1
         facts = usage.pods.pop(uid)
         add_into(usage.requested, facts.requests, sign=-1)
         usage.ports.subtract(facts.host_ports)
