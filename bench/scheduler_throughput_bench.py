@@ -247,27 +247,55 @@ async def stream(
     await asyncio.gather(*tasks)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(plane: ControlPlane, scheduler_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of each process a side's binds cost: the control plane's, this bench's
+    own (creates, the watch, the plugin stand-in), and our controller's when it runs."""
+    out = {name: cpu_seconds(pid) for name, pid in plane.pids().items()}
+    out["bench"] = time.process_time()
+    if scheduler_pid is not None:
+        out["vgpu-guard"] = cpu_seconds(scheduler_pid)
+    return out
+
+
 def apiserver_requests(plane: ControlPlane) -> dict[str, float]:
-    """``apiserver_request_total`` summed: all mutating requests and Event creates."""
+    """``apiserver_request_total`` summed: all mutating requests and Event creates; and each
+    (verb, resource) apart, to see what a side's binds cost the API server."""
     ctx = ssl.create_default_context(cafile=str(plane.ca_file))
     req = urllib.request.Request(
         plane.server + "/metrics", headers={"Authorization": f"Bearer {plane.admin_token}"}
     )
     text = urllib.request.urlopen(req, context=ctx, timeout=30).read().decode()
-    total = events = 0.0
+    out: dict[str, float] = {"total": 0.0, "events": 0.0}
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
         labels, value = line.rsplit(" ", 1)
+        inner = labels[len("apiserver_request_total{") : -1]
+        fields = dict(part.split("=", 1) for part in inner.split(",") if "=" in part)
+        kind = f"{fields.get('verb', '').strip(chr(34))} {fields.get('resource', '').strip(chr(34))}"
+        subresource = fields.get("subresource", "").strip(chr(34))
+        kind += f"/{subresource}" if subresource else ""
+        out[kind] = out.get(kind, 0.0) + float(value)
         if 'verb="WATCH"' in labels or 'verb="LIST"' in labels:
             continue
-        total += float(value)
+        out["total"] += float(value)
         if 'resource="events"' in labels and 'verb="POST"' in labels:
-            events += float(value)
-    return {"total": total, "events": events}
+            out["events"] += float(value)
+    return out
 
 
-def summarize(side: Side, requests: dict[str, float], own_requests: int) -> dict[str, Any]:
+def summarize(
+    side: Side, requests: dict[str, float], own_requests: int, cpu: dict[str, float]
+) -> dict[str, Any]:
     lat = side.latencies_ms()
     binds = len(side.bound)
     first_create = min(side.created.values()) if side.created else 0.0
@@ -283,6 +311,10 @@ def summarize(side: Side, requests: dict[str, float], own_requests: int) -> dict
         "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1) if lat else None,
         "requests_per_bind": round(others / binds, 2) if binds else None,
         "events_per_bind": round(requests["events"] / binds, 2) if binds else None,
+        # CPU milliseconds per bind of every process on the machine's cores (the API server and
+        # etcd serve both sides; "bench" is this process: creates, the watch, the stand-in).
+        "cpu_ms_per_bind": {k: round(v * 1000 / binds, 2) for k, v in cpu.items()} if binds else None,
+        "requests": {k: v for k, v in sorted(requests.items()) if v and k not in ("total", "events")},
     }
 
 
@@ -323,10 +355,12 @@ async def run_side(
     pods: int,
     rate: float,
     tag: str,
+    scheduler_pid: int | None = None,
 ) -> dict[str, Any]:
     side = Side(namespace=f"{tag}-{'ours' if ours else 'kube'}", expected=pods)
     await namespace_ready(admin, side.namespace)
     before = apiserver_requests(plane)
+    cpu_before = cpu_by_process(plane, scheduler_pid)
     heartbeats_before = fleet.requests
     async with background(watch_binds(admin, side, confirm=ours)):
         await asyncio.sleep(0.5)  # the watch is open before the first pod
@@ -336,10 +370,11 @@ async def run_side(
                 await side.all_bound.wait()
         await asyncio.sleep(1.0)  # let the last confirmations land before counting requests
     after = apiserver_requests(plane)
-    delta = {k: after[k] - before[k] for k in after}
+    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_by_process(plane, scheduler_pid).items()}
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
     await clear(admin, side)
     own = pods + side.confirmations + (fleet.requests - heartbeats_before)
-    return summarize(side, delta, own)
+    return summarize(side, delta, own, cpu)
 
 
 @contextlib.contextmanager
@@ -436,18 +471,20 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
                     namespace="vgpu-guard",
                     workdir=workdir,
                     policy=args.policy,
-                ):
+                ) as proc:
                     await wait_leading(admin, "vgpu-guard")
                     ours = await run_side(
-                        plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="t"
-                    )
+                        plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="t",
+                        scheduler_pid=proc.pid,
+                    )  # fmt: skip
                     latency = []
                     if qps == args.qps[0]:
                         for i, rate in enumerate(args.latency_rates):
                             pods = int(rate * args.latency_seconds)
                             row = await run_side(
-                                plane, admin, fleet, ours=True, pods=pods, rate=rate, tag=f"l{i}"
-                            )
+                                plane, admin, fleet, ours=True, pods=pods, rate=rate, tag=f"l{i}",
+                                scheduler_pid=proc.pid,
+                            )  # fmt: skip
                             row["rate"] = rate
                             latency.append(row)
         finally:

@@ -283,6 +283,11 @@ class ControlPlane:
             return f"(no log at {path})"
         return f"--- last lines of {path} ---\n{data}"
 
+    def pids(self) -> dict[str, int]:
+        """The running components' process ids by name (etcd, kube-apiserver, ...): benchmarks
+        read their CPU time."""
+        return {name: process.pid for name, process in self._processes.items()}
+
     def _write_state(self) -> None:
         state = {
             "server": self.server,
