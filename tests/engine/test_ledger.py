@@ -21,6 +21,7 @@ from vgpu_guard.engine.ledger import (
     LedgerError,
     MigSlot,
     NodeLedger,
+    cached_ledger,
     check_invariants,
     check_write,
     decode_ledger,
@@ -252,3 +253,30 @@ def test_encode_decode_is_lossless(entries: list[tuple[str, list[DeviceGrant]]])
     obj = encode_ledger(ledger)
     crd_validator().validate(obj)
     assert decode_ledger(obj) == ledger
+
+
+def test_a_cached_ledger_keeps_the_decoded_entries_not_the_raw_list() -> None:
+    ledger = NodeLedger(
+        node="n",
+        allocations={"u": alloc("u", DeviceGrant("GPU-0", 4096, 10))},
+        resource_version="42",
+    )
+    raw = encode_ledger(ledger)
+    raw["metadata"]["resourceVersion"] = "42"
+    cached = cached_ledger(raw)
+    assert "allocations" not in cached["spec"] and cached["metadata"]["resourceVersion"] == "42"
+    assert decode_ledger(cached) is decode_ledger(cached) == decode_ledger(raw) == ledger
+
+
+def test_a_cached_ledger_that_does_not_decode_keeps_why() -> None:
+    bad = {
+        "metadata": {"name": "n", "resourceVersion": "7"},
+        "spec": {"nodeName": "n", "allocations": [{"podUID": "u", "namespace": "ns", "containers": []}]},
+    }
+    with pytest.raises(LedgerError) as raw_error:
+        decode_ledger(bad)
+    cached = cached_ledger(bad)
+    for _ in range(2):  # the same message every time it is read
+        with pytest.raises(LedgerError) as cached_error:
+            decode_ledger(cached)
+        assert str(cached_error.value) == str(raw_error.value)

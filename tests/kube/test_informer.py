@@ -19,9 +19,17 @@ import yaml
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import (
+    Allocation,
+    ContainerGrant,
+    DeviceGrant,
+    NodeLedger,
+    decode_ledger,
+    encode_ledger,
+)
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.informer import Informer, InformerEvent
-from vgpu_guard.kube.resources import CRDS, NODES, QUEUES
+from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, QUEUES
 from vgpu_guard.kube.view_cache import ClusterCache
 
 Obj = dict[str, Any]
@@ -293,3 +301,23 @@ async def test_an_unserved_resource_is_an_empty_synced_cache_until_its_crd_appea
         },
     )
     await eventually(lambda: ("", "q") in informer.items)
+
+
+async def test_the_cache_keeps_ledgers_decoded_once_not_their_raw_entries(
+    store: Store, running: Callable[[Any], asyncio.Task[None]]
+) -> None:
+    text = resources.files("vgpu_guard").joinpath("data/crds/gpuledgers.vgpu-guard.io.yaml").read_text()
+    store.create(CRDS, yaml.safe_load(text))
+    entry = Allocation("u", "ns", "p", "default", (ContainerGrant(0, "c", (DeviceGrant("GPU-0", 1024, 5),)),))
+    store.create(LEDGERS, encode_ledger(NodeLedger(node="n0", allocations={"u": entry})))
+    cache = ClusterCache(MemoryClusterClient(store, bookmark_interval=60))
+    running(cache.run())
+    await asyncio.wait_for(cache.wait_synced(), 5)
+    cached = cache.snapshot(GuardConfig()).ledgers["n0"]
+    assert "allocations" not in cached["spec"]
+    decoded = decode_ledger(cached)
+    assert (
+        decoded.allocations == {"u": entry}
+        and decoded.resource_version == cached["metadata"]["resourceVersion"]
+    )
+    assert decode_ledger(cached) is decoded  # read again, not parsed again

@@ -18,12 +18,15 @@ from typing import Any
 
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo, node_info
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import cached_ledger
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.informer import Informer, InformerEvent
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, HYPERNODES, LEDGERS, NODES, PODGROUPS, QUEUES
 
 __all__ = ["ClusterCache"]
+
+Obj = dict[str, Any]
 
 
 class ClusterCache:
@@ -37,20 +40,22 @@ class ClusterCache:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         watch_timeout_seconds: int = 300,
     ) -> None:
-        def informer(resource: Any) -> Informer:
+        def informer(resource: Any, transform: Callable[[Obj], Obj] | None = None) -> Informer:
             return Informer(
                 client,
                 resource,
                 backoff=backoff(),
                 sleep=sleep,
                 watch_timeout_seconds=watch_timeout_seconds,
+                transform=transform,
             )
 
         self.nodes = informer(NODES)
         self.queues = informer(QUEUES)
         self.podgroups = informer(PODGROUPS)
         self.hypernodes = informer(HYPERNODES)
-        self.ledgers = informer(LEDGERS)
+        # Decoded once per resourceVersion as they arrive; the raw entries are not kept.
+        self.ledgers = informer(LEDGERS, cached_ledger)
         self.gang_placements = informer(GANG_PLACEMENTS)
         self._informers = (
             self.nodes,
