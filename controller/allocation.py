@@ -190,7 +190,7 @@ class AllocationController:
         self.binder = Binder(self._bind, concurrency=write_concurrency)
         self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
         # Parsed pod facts and requests by resourceVersion: a pass re-parses only what changed.
-        self._facts: dict[str, tuple[tuple[str, str], PodFacts]] = {}
+        self._facts: dict[str, tuple[str, str, PodFacts]] = {}
         self._requests: dict[str, tuple[str, PodRequest | PodRequestError | None]] = {}
         self._unplaceable = UnplaceableMemo()
         self._reported_bad: dict[str, str] = {}
@@ -202,12 +202,12 @@ class AllocationController:
     def _pod_facts(self, pod: Obj) -> PodFacts:
         meta = _meta(pod)
         uid = str(meta.get("uid"))
-        key = (str(meta.get("resourceVersion") or ""), _node_name(pod))
+        rv, node = str(meta.get("resourceVersion") or ""), _node_name(pod)
         cached = self._facts.get(uid)
-        if cached is not None and cached[0] == key and key[0]:
-            return cached[1]
+        if cached is not None and rv and cached[0] == rv and cached[1] == node:
+            return cached[2]
         facts = pod_facts(pod)
-        self._facts[uid] = (key, facts)
+        self._facts[uid] = (rv, node, facts)
         return facts
 
     def _pod_request(self, pod: Obj) -> PodRequest | None:

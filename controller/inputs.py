@@ -16,6 +16,7 @@ is gone) is checked by the controller with a GET before it releases anything (``
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -95,6 +96,13 @@ class ListedInputs:
 
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
              "creationTimestamp", "ownerReferences")  # fmt: skip
+_POD_STATUS = ("phase", "conditions")
+
+
+def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``obj`` without the keys not in ``keys``: the decoded map itself when it has no others."""
+    kept = {k: obj[k] for k in keys if k in obj}
+    return obj if len(kept) == len(obj) and isinstance(obj, dict) else kept
 
 
 def project_pod(pod: Obj) -> Obj:
@@ -105,14 +113,21 @@ def project_pod(pod: Obj) -> Obj:
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    spec = pod.get("spec") or {}
     assert isinstance(meta, Mapping) and isinstance(status, Mapping)
     out: Obj = {
         "apiVersion": pod.get("apiVersion") or "v1",
         "kind": "Pod",
-        "metadata": {k: meta[k] for k in _POD_META if k in meta},
-        "spec": pod.get("spec") or {},
-        "status": {k: status[k] for k in ("phase", "conditions") if k in status},
+        "metadata": _only(meta, _POD_META),
+        "spec": spec,
+        "status": _only(status, _POD_STATUS),
     }
+    # Strings every pod of a namespace or a node repeats: one shared copy instead of one per pod
+    # (the decoded object is this call's own; an equal string replaces each).
+    if isinstance(out["metadata"].get("namespace"), str):
+        out["metadata"]["namespace"] = sys.intern(out["metadata"]["namespace"])
+    if isinstance(spec, dict) and isinstance(spec.get("nodeName"), str):
+        spec["nodeName"] = sys.intern(spec["nodeName"])
     return out
 
 

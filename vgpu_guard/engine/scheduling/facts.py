@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from vgpu_guard.engine.pod_request import NodeSelectorTerm, Toleration, affinity_terms, tolerations_of
@@ -171,11 +172,25 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_NO_STRINGS: Mapping[str, str] = MappingProxyType({})
+
+
+def _strings(raw: object) -> Mapping[str, str]:
+    """A string map: the decoded one itself when it already is one (cached objects are never
+    mutated), so 100,000 pods' facts do not each copy their labels; one shared empty map."""
+    mapping = as_mapping(raw)
+    if not mapping:
+        return _NO_STRINGS
+    if isinstance(mapping, dict) and all(type(k) is str and type(v) is str for k, v in mapping.items()):
+        return mapping
+    return {str(k): str(v) for k, v in mapping.items()}
+
+
 def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     """The pod as the filters read it (never raises: unreadable parts read as absent)."""
     metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
     namespace = str(metadata.get("namespace") or "default")
-    labels = {str(k): str(v) for k, v in as_mapping(metadata.get("labels")).items()}
+    labels = _strings(metadata.get("labels"))
     affinity = as_mapping(spec.get("affinity"))
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     return PodFacts(
@@ -197,7 +212,7 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
             if (claim := as_mapping(as_mapping(v).get("persistentVolumeClaim")).get("claimName"))
         ),
         deleting=bool(metadata.get("deletionTimestamp")),
-        node_selector={str(k): str(v) for k, v in as_mapping(spec.get("nodeSelector")).items()},
+        node_selector=_strings(spec.get("nodeSelector")),
         node_affinity=affinity_terms(spec),
         tolerations=tolerations_of(spec),
         unsupported=_unsupported(spec),
