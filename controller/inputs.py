@@ -16,6 +16,7 @@ is gone) is checked by the controller with a GET before it releases anything (``
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -29,6 +30,7 @@ from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES
+from vgpu_guard.kube.sharing import SharedParts
 from vgpu_guard.kube.view_cache import ClusterCache
 
 __all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "project_pod"]
@@ -105,11 +107,17 @@ def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return obj if len(kept) == len(obj) and isinstance(obj, dict) else kept
 
 
-def project_pod(pod: Obj) -> Obj:
+# Pieces replicas of one workload repeat (kube/sharing.py): held once for all of them.
+_SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "nodeSelector")
+_SHARED_META = ("labels", "ownerReferences")
+
+
+def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     """The fields the controller reads (spec, identity, phase and conditions), nothing else.
 
     managedFields and container statuses are most of a running pod's size; at 100,000 pods they
-    would be most of the controller's memory.
+    would be most of the controller's memory. With ``share`` (a ``SharedParts``), the pieces
+    replicas repeat are replaced by the equal piece seen first.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
@@ -128,7 +136,18 @@ def project_pod(pod: Obj) -> Obj:
         out["metadata"]["namespace"] = sys.intern(out["metadata"]["namespace"])
     if isinstance(spec, dict) and isinstance(spec.get("nodeName"), str):
         spec["nodeName"] = sys.intern(spec["nodeName"])
+    if share is not None:
+        _share_in(out["metadata"], _SHARED_META, share)
+        if isinstance(spec, dict):
+            _share_in(spec, _SHARED_SPEC, share)
+        out["status"] = share(out["status"])
     return out
+
+
+def _share_in(obj: dict[str, Any], keys: tuple[str, ...], share: Callable[[Any], Any]) -> None:
+    for key in keys:
+        if key in obj:
+            obj[key] = share(obj[key])
 
 
 class Overlaid(Mapping[Key, Obj]):
@@ -242,7 +261,7 @@ class CachedInputs:
             backoff=Backoff(),
             sleep=sleep,
             watch_timeout_seconds=watch_timeout_seconds,
-            transform=project_pod,
+            transform=functools.partial(project_pod, share=SharedParts()),
         )
         self._clock = clock
         self.changed = asyncio.Event()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from typing import Any
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters, project_pod
 from vgpu_guard.kube.resources import PODS
+from vgpu_guard.kube.sharing import SharedParts
 
 Obj = dict[str, Any]
 
@@ -54,6 +56,24 @@ def test_the_projection_keeps_what_decisions_read() -> None:
     assert "managedFields" not in projected["metadata"]
     assert projected["status"] == {"phase": "Pending", "conditions": []}
     assert projected["spec"] == pod["spec"]
+
+
+def test_replicas_share_their_equal_pieces() -> None:
+    share = SharedParts()
+    replicas = []
+    for name in ("r0", "r1"):
+        pod = vgpu_pod(name, memory=1000, tolerations=[{"key": "gpu", "operator": "Exists"}])
+        pod["metadata"]["labels"] = {"app": "train"}
+        pod["status"] = {"phase": "Running"}
+        expected = copy.deepcopy(pod)
+        projected = project_pod(pod, share=share)
+        assert projected["spec"] == expected["spec"] and projected["metadata"] == expected["metadata"]
+        replicas.append(projected)
+    r0, r1 = replicas
+    assert r1["spec"]["containers"] is r0["spec"]["containers"]
+    assert r1["spec"]["tolerations"] is r0["spec"]["tolerations"]
+    assert r1["metadata"]["labels"] is r0["metadata"]["labels"] and r1["status"] is r0["status"]
+    assert r1["metadata"]["uid"] != r0["metadata"]["uid"]  # identity is never shared
 
 
 @contextlib.asynccontextmanager
