@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
@@ -36,6 +36,7 @@ from vgpu_guard.kube.view_cache import ClusterCache
 __all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "project_pod"]
 
 Obj = dict[str, Any]
+K = TypeVar("K")
 OVERLAY_TTL_SECONDS = 30.0
 
 
@@ -150,22 +151,46 @@ def _share_in(obj: dict[str, Any], keys: tuple[str, ...], share: Callable[[Any],
             obj[key] = share(obj[key])
 
 
-class Overlaid(Mapping[Key, Obj]):
-    """``base`` with ``overlay``'s objects in place of its own (overlay keys are base keys)."""
+class Overlaid(Mapping[K, Obj]):
+    """``base`` with ``overlay``'s objects in place of its own or beside them, without a copy of
+    ``base`` (a pass must not copy 100,000 pods or 5,000 ledgers to lay a few of ours over them)."""
 
-    def __init__(self, base: Mapping[Key, Obj], overlay: Mapping[Key, Obj]) -> None:
+    def __init__(self, base: Mapping[K, Obj], overlay: Mapping[K, Obj]) -> None:
         self._base = base
         self._overlay = overlay
 
-    def __getitem__(self, key: Key) -> Obj:
+    def __getitem__(self, key: K) -> Obj:
         found = self._overlay.get(key)
         return found if found is not None else self._base[key]
 
-    def __iter__(self) -> Iterator[Key]:
-        return iter(self._base)
+    def __contains__(self, key: object) -> bool:
+        return key in self._overlay or key in self._base
+
+    def __iter__(self) -> Iterator[K]:
+        yield from self._base
+        yield from (k for k in self._overlay if k not in self._base)
 
     def __len__(self) -> int:
-        return len(self._base)
+        return len(self._base) + sum(1 for k in self._overlay if k not in self._base)
+
+
+class ByName(Mapping[str, Obj]):
+    """A cluster-scoped cache's objects by name, read through (no copy)."""
+
+    def __init__(self, items: Mapping[Key, Obj]) -> None:
+        self._items = items
+
+    def __getitem__(self, name: str) -> Obj:
+        return self._items[("", name)]
+
+    def __contains__(self, name: object) -> bool:
+        return ("", name) in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for _, name in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -346,8 +371,10 @@ class CachedInputs:
         if self._changed_pods is not None:
             self._changed_pods.add(key_of(pod))
 
-    def _ledgers(self, now: float) -> dict[str, Obj]:
-        current = {name: obj for (_, name), obj in self.cluster.ledgers.items.items()}
+    def _ledgers(self, now: float) -> Mapping[str, Obj]:
+        """The informer's ledgers with our own writes laid over them (no copy of the cache)."""
+        current = ByName(self.cluster.ledgers.items)
+        overlay: dict[str, Obj] = {}
         for name, (stamp, ours) in list(self._ledger_overlay.items()):
             seen = current.get(name)
             if now - stamp > OVERLAY_TTL_SECONDS or (seen is not None and _rv(seen) >= _rv(ours)):
@@ -355,8 +382,8 @@ class CachedInputs:
                 if self._changed_ledgers is not None:
                     self._changed_ledgers.add(name)
             else:
-                current[name] = ours
-        return current
+                overlay[name] = ours
+        return Overlaid(current, overlay) if overlay else current
 
     def _pods(self, now: float) -> Mapping[Key, Obj]:
         """The informer's pods with our bindings laid over them (no copy of the cache)."""
@@ -387,7 +414,7 @@ class CachedInputs:
             pods=pods,
             changed_pods=changed_pods,
             changed_ledgers=changed_ledgers,
-            nodes={name: obj for (_, name), obj in self.cluster.nodes.items.items()},
+            nodes=ByName(self.cluster.nodes.items),
             view=view,
             fresh=False,
             generation=(self.generation,),

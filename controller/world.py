@@ -138,6 +138,10 @@ class World:
         self.failed: dict[str, PodRecord] = {}  # uid -> record, bind-phase failed
         self.placed: dict[str, str] = {}  # uid -> node, as the workloads count it
         self.nodes: Mapping[str, NodeInfo] = {}
+        # The view's node mapping last taken in, and the unreadable ledgers then (their nodes are
+        # left out): while both stand, the nodes did not change.
+        self._nodes_source: Mapping[str, NodeInfo] | None = None
+        self._bad_nodes: frozenset[str] = frozenset()
         self.view = ClusterView()
         self.engine: Allocator | None = None
         self.workloads = Workloads()
@@ -170,16 +174,7 @@ class World:
         changes = Changes()
         self._update_ledgers(ledgers, decode, changes, changed_ledgers)
         self._update_pods(pods, changes, changed_pods)
-        nodes = view.nodes
-        if self.bad:
-            nodes = {n: i for n, i in nodes.items() if n not in self.bad}
-            view = replace(view, nodes=nodes)
-        self.view = view
-        for name in set(nodes) | set(self.nodes):
-            now, before = nodes.get(name), self.nodes.get(name)
-            if now is not before and now != before:  # parsed again from an unchanged object: equal
-                changes.nodes.add(name)
-        self.nodes = nodes
+        self._update_nodes(view, changes)
         for name in changes.ledgers | changes.nodes:
             changes.dirty |= self.bound_on.get(name, set())
         self._update_placed(changes, facts)
@@ -187,6 +182,25 @@ class World:
         self._unsynced.ledgers |= changes.ledgers
         self._unsynced.whole |= changes.whole
         return changes
+
+    def _update_nodes(self, view: ClusterView, changes: Changes) -> None:
+        """Take in the view's nodes; compared one by one only when the cache rebuilt them or the
+        set of unreadable ledgers moved (a pass must not compare 5,000 nodes for nothing)."""
+        bad = frozenset(self.bad)
+        if view.nodes is self._nodes_source and bad == self._bad_nodes:
+            self.view = replace(view, nodes=self.nodes) if bad else view
+            return
+        self._nodes_source, self._bad_nodes = view.nodes, bad
+        nodes = view.nodes
+        if bad:
+            nodes = {n: i for n, i in nodes.items() if n not in bad}
+            view = replace(view, nodes=nodes)
+        self.view = view
+        for name in set(nodes) | set(self.nodes):
+            now, before = nodes.get(name), self.nodes.get(name)
+            if now is not before and now != before:  # parsed again from an unchanged object: equal
+                changes.nodes.add(name)
+        self.nodes = nodes
 
     def _update_ledgers(
         self, current: Mapping[str, Obj], decode: Decode, changes: Changes, names: set[str] | None
@@ -340,9 +354,9 @@ class World:
 
     def allocator(self, view: ClusterView) -> Allocator:
         """The long-lived allocator brought to ``view`` and the ledgers; built at first use."""
-        good = {n: ledger for n, ledger in self.ledgers.items() if n not in self.bad}
         changes, self._unsynced = self._unsynced, Changes()
         if self.engine is None:
+            good = {n: ledger for n, ledger in self.ledgers.items() if n not in self.bad}
             self.engine = Allocator(
                 view, good, config=self.config, whole_card=self.whole, workloads=self.workloads
             )
@@ -352,7 +366,7 @@ class World:
         for name in changes.nodes:
             engine.replace_node(name, view.nodes.get(name))
         for name in changes.ledgers:
-            engine.replace_ledger(name, good.get(name))
+            engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
         for name in changes.whole:
             engine.set_whole_card(name, self.whole.get(name, 0))
         return engine

@@ -12,7 +12,7 @@ Consumers that react to change (the queue audit) wait on ``wait_for_change(versi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -24,9 +24,32 @@ from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.informer import Informer, InformerEvent
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, HYPERNODES, LEDGERS, NODES, PODGROUPS, QUEUES
 
-__all__ = ["ClusterCache"]
+__all__ = ["ClusterCache", "CopiedWhenRead"]
 
 Obj = dict[str, Any]
+
+
+class CopiedWhenRead(Mapping[str, Any]):
+    """A mapping built by ``build`` the first time it is read, then kept (a view's part that most
+    readers never look at). It holds the state of its first read, not of its creation."""
+
+    def __init__(self, build: Callable[[], Mapping[str, Any]]) -> None:
+        self._build: Callable[[], Mapping[str, Any]] | None = build
+        self._data: Mapping[str, Any] = {}
+
+    def _get(self) -> Mapping[str, Any]:
+        if self._build is not None:
+            self._data, self._build = self._build(), None
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 class ClusterCache:
@@ -72,6 +95,8 @@ class ClusterCache:
         # informer are never mutated, so the same object means the same parse).
         self._node_infos: dict[str, tuple[Mapping[str, Any], NodeInfo]] = {}
         self._view: ClusterView | None = None
+        # Each part of the view with the version of the cache it was built from.
+        self._parts: dict[str, tuple[int, Mapping[Any, Any]]] = {}
         self._view_key: tuple[object, ...] = ()
         # Held (not just its id) so a reloaded config can never be mistaken for the old one.
         self._config: GuardConfig | None = None
@@ -128,17 +153,29 @@ class ClusterCache:
     # -- the view ---------------------------------------------------------------------------------
 
     def snapshot(self, config: GuardConfig) -> ClusterView:
-        """The current view; the same object until something changes (cheap per request)."""
+        """The current view; the same object until something changes (cheap per request).
+
+        Each part is rebuilt only when its own cache changed, and an unchanged part is the same
+        mapping object as in the previous view (the controller skips comparing its nodes then):
+        our own ledger writes, one per pass, must not cost a pass a copy of every node. The
+        ledgers part, which changes with every write and which the controller's passes never
+        read (they use the cache and their own writes), is copied when first read.
+        """
         key = (self.version, self.synced)
         if self._view is not None and key == self._view_key and config is self._config:
             return self._view
+        if config is not self._config:
+            self._parts.clear()
+        by_name = self._by_name
         self._view = ClusterView(
-            nodes=MappingProxyType(self._nodes(config)),
-            queues=MappingProxyType({name: obj for (_, name), obj in self.queues.items.items()}),
-            podgroups=MappingProxyType(dict(self.podgroups.items)),
-            hypernodes=MappingProxyType({name: obj for (_, name), obj in self.hypernodes.items.items()}),
-            ledgers=MappingProxyType({name: obj for (_, name), obj in self.ledgers.items.items()}),
-            gang_placements=MappingProxyType(dict(self.gang_placements.items)),
+            nodes=self._part(self.nodes, lambda: MappingProxyType(self._nodes(config))),
+            queues=self._part(self.queues, lambda: by_name(self.queues)),
+            podgroups=self._part(self.podgroups, lambda: MappingProxyType(dict(self.podgroups.items))),
+            hypernodes=self._part(self.hypernodes, lambda: by_name(self.hypernodes)),
+            ledgers=self._part(self.ledgers, lambda: CopiedWhenRead(lambda: by_name(self.ledgers))),
+            gang_placements=self._part(
+                self.gang_placements, lambda: MappingProxyType(dict(self.gang_placements.items))
+            ),
             synced=self.synced,
             source="cluster",
         )
@@ -146,6 +183,18 @@ class ClusterCache:
         self._config = config
         self.builds += 1
         return self._view
+
+    def _part(self, informer: Informer, build: Callable[[], Mapping[Any, Any]]) -> Mapping[Any, Any]:
+        known = self._parts.get(informer.resource.plural)
+        if known is not None and known[0] == informer.version:
+            return known[1]
+        part = build()
+        self._parts[informer.resource.plural] = (informer.version, part)
+        return part
+
+    @staticmethod
+    def _by_name(informer: Informer) -> Mapping[str, Any]:
+        return MappingProxyType({name: obj for (_, name), obj in informer.items.items()})
 
     def _nodes(self, config: GuardConfig) -> dict[str, NodeInfo]:
         if config is not self._config:
