@@ -95,9 +95,17 @@ async def run_controller(
     # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s at
     # the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
     backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
+    renewed = float("-inf")  # when the Lease was last held for sure (``clock``)
     try:
         while True:
-            leading = await elector.try_acquire_or_renew()
+            # Renew once per retry period, as client-go does, not once per pass: a busy leader
+            # wakes for every pod, and two Lease requests per pass were most of its requests at
+            # 50 pods/s. The Lease lasts several retry periods, so leadership is never in doubt.
+            if elector.leading and clock() - renewed < retry_seconds:
+                leading = True
+            else:
+                leading = await elector.try_acquire_or_renew()
+                renewed = clock() if leading else float("-inf")
             metrics.leader.set(1 if leading else 0)
             if not leading:
                 # A standby acts on nothing the watches report: one Lease attempt per retry

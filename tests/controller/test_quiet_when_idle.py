@@ -9,6 +9,7 @@ every round.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -127,3 +128,51 @@ async def test_a_lease_that_cannot_be_written_is_logged_once_and_retried_with_ba
         'deleted-namespace/vgpu-guard-controller: HTTP 404 NotFound: namespaces "deleted-namespace" not found; '
         "namespace deleted-namespace not found; retrying with backoff, logged again only if the error changes"
     ]
+
+
+async def test_a_busy_leader_renews_its_lease_once_per_retry_period_not_once_per_pass() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    time = FakeTime()
+    client = Counting(MemoryClusterClient(cluster.store))
+    task = asyncio.ensure_future(
+        run_controller(
+            client,  # type: ignore[arg-type]
+            cluster.config,
+            identity="leader",
+            clock=time.clock,
+            sleep=time.sleep,
+            registry=CollectorRegistry(),
+            lease_namespace="default",
+            retry_seconds=RETRY,
+        )
+    )
+    try:
+        for _ in range(100):
+            if client.calls[("create", "leases")]:
+                break
+            await asyncio.sleep(0.02)
+
+        async def passes(count: int, tag: str) -> None:
+            for i in range(count):  # every new pod wakes a pass
+                cluster.create_pod(cpu_pod(f"{tag}-{i}"))
+                await asyncio.sleep(0.02)
+
+        await passes(10, "now")
+        assert client.calls[("get", "leases")] == 1  # the first round only: created, leading
+        time.now += RETRY
+        await passes(10, "later")
+        assert client.calls[("get", "leases")] == 2 and client.calls[("replace", "leases")] == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def cpu_pod(name: str) -> dict[str, Any]:
+    container = {"name": "c", "image": "busybox"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [container]},
+    }
