@@ -53,7 +53,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
-from vgpu_guard.engine.scheduling import PodFacts, pod_facts
+from vgpu_guard.engine.scheduling import FactsMemo, PodFacts
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
@@ -191,6 +191,8 @@ class AllocationController:
         self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
         # Parsed pod facts and requests by resourceVersion: a pass re-parses only what changed.
         self._facts: dict[str, tuple[str, str, PodFacts]] = {}
+        # Replicas sharing their spec pieces (the pod cache's SharedParts) are parsed once.
+        self._derive_facts = FactsMemo()
         self._requests: dict[str, tuple[str, PodRequest | PodRequestError | None]] = {}
         self._unplaceable = UnplaceableMemo()
         self._reported_bad: dict[str, str] = {}
@@ -206,7 +208,7 @@ class AllocationController:
         cached = self._facts.get(uid)
         if cached is not None and rv and cached[0] == rv and cached[1] == node:
             return cached[2]
-        facts = pod_facts(pod)
+        facts = self._derive_facts(pod)
         self._facts[uid] = (rv, node, facts)
         return facts
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.scheduling.facts import INLINE_DISKS
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
@@ -100,6 +101,7 @@ class ListedInputs:
 _POD_META = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
              "creationTimestamp", "ownerReferences")  # fmt: skip
 _POD_STATUS = ("phase", "conditions")
+_JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 
 
 def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -108,9 +110,14 @@ def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return obj if len(kept) == len(obj) and isinstance(obj, dict) else kept
 
 
-# Pieces replicas of one workload repeat (kube/sharing.py): held once for all of them.
-_SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "nodeSelector")
+# Pieces replicas of one workload repeat (kube/sharing.py): held once for all of them, and the
+# pod facts derived from them are reused (engine/scheduling/facts.py FactsMemo).
+_SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "nodeSelector", "volumes",
+                "overhead", "topologySpreadConstraints", "resourceClaims")  # fmt: skip
 _SHARED_META = ("labels", "ownerReferences")
+# What any reader takes from a container (requests and limits, host ports, the name in messages;
+# restartPolicy marks a sidecar): image, command, env, mounts and probes are never read.
+_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
 
 
 def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
@@ -124,6 +131,8 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
     spec = pod.get("spec") or {}
     assert isinstance(meta, Mapping) and isinstance(status, Mapping)
+    if isinstance(spec, dict):
+        _project_spec(spec)
     out: Obj = {
         "apiVersion": pod.get("apiVersion") or "v1",
         "kind": "Pod",
@@ -143,6 +152,23 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
             _share_in(spec, _SHARED_SPEC, share)
         out["status"] = share(out["status"])
     return out
+
+
+def _project_spec(spec: dict[str, Any]) -> None:
+    """Containers down to what is read; volumes down to those a filter judges (claims, generic
+    ephemeral volumes, inline disks): a pod's own token and config volumes would otherwise make
+    every replica's spec differ."""
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            spec[key] = [_only(c, _CONTAINER_FIELDS) if isinstance(c, Mapping) else c for c in containers]
+    volumes = spec.get("volumes")
+    if isinstance(volumes, list):
+        spec["volumes"] = [v for v in volumes if not isinstance(v, Mapping) or _judged(v)]
+
+
+def _judged(volume: Mapping[str, Any]) -> bool:
+    return any(kind in volume for kind in _JUDGED_VOLUMES)
 
 
 def _share_in(obj: dict[str, Any], keys: tuple[str, ...], share: Callable[[Any], Any]) -> None:

@@ -10,6 +10,9 @@ from typing import Any
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters, project_pod
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.pod_request import pod_request
+from vgpu_guard.engine.scheduling import FactsMemo, pod_facts
 from vgpu_guard.kube.resources import PODS
 from vgpu_guard.kube.sharing import SharedParts
 
@@ -65,7 +68,7 @@ def test_replicas_share_their_equal_pieces() -> None:
         pod = vgpu_pod(name, memory=1000, tolerations=[{"key": "gpu", "operator": "Exists"}])
         pod["metadata"]["labels"] = {"app": "train"}
         pod["status"] = {"phase": "Running"}
-        expected = copy.deepcopy(pod)
+        expected = project_pod(copy.deepcopy(pod))  # the same projection, without sharing
         projected = project_pod(pod, share=share)
         assert projected["spec"] == expected["spec"] and projected["metadata"] == expected["metadata"]
         replicas.append(projected)
@@ -135,3 +138,53 @@ async def test_a_ledger_we_wrote_is_read_until_the_informer_catches_up() -> None
         }
         inputs.cluster.ledgers._items[("", "a")] = newer
         assert (await inputs.read(cluster.config)).ledgers == {"a": newer}
+
+
+def _rich_pod(name: str) -> dict[str, Any]:
+    """A pod with what real pods carry and no filter reads (image, env, probes, its own token
+    volume) beside what filters do read (requests, host ports, a claim, an inline disk)."""
+    pod = vgpu_pod(name, memory=1000, tolerations=[{"key": "gpu", "operator": "Exists"}])
+    main = pod["spec"]["containers"][0]
+    main.update(
+        env=[{"name": "POD", "value": name}],
+        command=["python", "train.py"],
+        ports=[{"containerPort": 8080, "hostPort": 8080}],
+        readinessProbe={"httpGet": {"port": 8080}},
+        volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    main["resources"]["requests"]["cpu"] = "2"
+    pod["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
+    ]
+    pod["spec"]["volumes"] = [
+        {
+            "name": f"kube-api-access-{name}",
+            "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]},
+        },
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "disk", "csi": {"driver": "x"}},
+        {"name": "config", "configMap": {"name": "c"}},
+    ]
+    pod["metadata"]["labels"] = {"app": "train"}
+    return pod
+
+
+def test_the_projection_changes_no_decision_input() -> None:
+    pod = _rich_pod("p")
+    original = copy.deepcopy(pod)
+    projected = project_pod(pod, share=SharedParts())
+    assert pod_facts(projected) == pod_facts(original)
+    assert pod_request(projected, GuardConfig().nvidia) == pod_request(original, GuardConfig().nvidia)
+    assert [v["name"] for v in projected["spec"]["volumes"]] == ["data", "disk"]
+    assert set(projected["spec"]["containers"][0]) == {"name", "resources", "ports"}
+
+
+def test_replicas_facts_are_derived_once_and_equal_a_fresh_parse() -> None:
+    share, memo = SharedParts(), FactsMemo()
+    first, second = (project_pod(_rich_pod(n), share=share) for n in ("r0", "r1"))
+    a, b = memo(first), memo(second)
+    assert b == pod_facts(second) and b.uid != a.uid
+    assert b.requests is a.requests and b.host_ports is a.host_ports  # derived once, then reused
+    # An equal piece that is not the same object (no sharing) is parsed again, never guessed.
+    third = project_pod(_rich_pod("r2"))
+    assert memo(third).requests is not a.requests and memo(third) == pod_facts(third)

@@ -9,11 +9,12 @@ Resource amounts are counted by ``vgpu_guard.engine.resources`` (also read by Cl
     framework.py   NodeConstraints: PreFilter once per pod, then the filters per node
 """
 
-from vgpu_guard.engine.scheduling.facts import PodFacts, pod_facts
+from vgpu_guard.engine.scheduling.facts import FactsMemo, PodFacts, pod_facts
 from vgpu_guard.engine.scheduling.framework import NodeConstraints, Prepared, unsupported_message
 from vgpu_guard.engine.scheduling.workloads import NodeUsage, Workloads
 
 __all__ = [
+    "FactsMemo",
     "NodeConstraints",
     "NodeUsage",
     "PodFacts",

@@ -11,7 +11,7 @@ the pod is refused with those words instead of being bound blindly.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -20,7 +20,15 @@ from vgpu_guard.engine.resources import Resources, pod_requests
 from vgpu_guard.engine.scheduling.labels import LabelSelector, Requirement, parse_selector
 from vgpu_guard.engine.untrusted import as_list, as_mapping
 
-__all__ = ["AffinityTerm", "HostPort", "PodFacts", "SpreadConstraint", "pod_facts"]
+__all__ = [
+    "INLINE_DISKS",
+    "AffinityTerm",
+    "FactsMemo",
+    "HostPort",
+    "PodFacts",
+    "SpreadConstraint",
+    "pod_facts",
+]
 
 DEFAULT_HOST_IP = "0.0.0.0"
 
@@ -217,3 +225,41 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         tolerations=tolerations_of(spec),
         unsupported=_unsupported(spec),
     )
+
+
+# What ``pod_facts`` reads of the spec besides the node name (with the namespace and labels).
+_SHAPE_SPEC = ("containers", "initContainers", "overhead", "affinity", "topologySpreadConstraints",
+               "volumes", "resourceClaims", "nodeSelector", "tolerations")  # fmt: skip
+
+
+class FactsMemo:
+    """``pod_facts``, reused for pods whose spec pieces are the very objects of an earlier pod's.
+
+    A watch cache that hands out one shared object for equal pieces (kube/sharing.py) makes the
+    replicas of a workload share their containers, affinity, tolerations, labels...: everything
+    but their identity is then derived once. Identity, not equality, is compared, so a hit is
+    never wrong (cached objects are never mutated); at most ``limit`` shapes are kept.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._shapes: dict[tuple[object, ...], tuple[tuple[object, ...], PodFacts]] = {}
+
+    def __call__(self, pod: Mapping[str, Any]) -> PodFacts:
+        metadata, spec = as_mapping(pod.get("metadata")), as_mapping(pod.get("spec"))
+        pieces = (metadata.get("labels"), *(spec.get(k) for k in _SHAPE_SPEC))
+        key = (metadata.get("namespace"), *map(id, pieces))
+        known = self._shapes.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], pieces, strict=True)):
+            return replace(
+                known[1],
+                uid=str(metadata.get("uid") or ""),
+                name=str(metadata.get("name") or ""),
+                node_name=str(spec.get("nodeName") or ""),
+                deleting=bool(metadata.get("deletionTimestamp")),
+            )
+        facts = pod_facts(pod)
+        if len(self._shapes) >= self.limit:
+            self._shapes.clear()
+        self._shapes[key] = (pieces, facts)
+        return facts
