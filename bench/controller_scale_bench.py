@@ -15,7 +15,9 @@ controller's own work on its path, not a server's.
   state after adoption) and one pending pod; time until that pod's Binding is sent;
 * then new pods at each rate for ``--seconds``: pod ADDED event fed -> its Binding sent (the
   decision and the ledger write before it included), p50/p99, and whether a backlog remained;
-* peak RSS of the process (``ru_maxrss``), with the prepared objects it was handed.
+* peak RSS of the process (``VmHWM``: the high-water mark of its own memory; ``ru_maxrss`` is not
+  reset by exec, so a subprocess started from this benchmark's 650 MB parent reported the parent's
+  size), with the prepared objects it was handed.
 
 Baseline in the same run: the naive full pass (``AllocationController.run_once`` with fresh LISTs,
 what every new pod waited for before this controller was incremental) over the same cluster.
@@ -28,7 +30,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import resource
 import statistics
 import sys
 import time
@@ -40,7 +41,7 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ledger_rebuild_bench import GPUS, node_obj, pod_obj
+from ledger_rebuild_bench import GPUS, node_obj, peak_rss_mb, pod_obj
 
 from vgpu_guard.kube.client import ObjectList, WatchEvent
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
@@ -259,7 +260,7 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return {"restart_to_first_bind_s": round(restart, 2), "rates": rows, "peak_rss_mb": round(peak)}
 
 

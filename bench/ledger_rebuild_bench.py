@@ -151,6 +151,12 @@ def rss_now_mb() -> float:
 
 
 def peak_rss_mb() -> float:
+    """This process's peak resident set in MiB: ``VmHWM``, the high-water mark of its own memory
+    (``ru_maxrss`` survives exec, so a subprocess would report a larger parent's size)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
