@@ -17,7 +17,7 @@ answers in one page and keeps what is written (no HTTP, no API double):
 Baseline, in the same run: ``json.loads`` of the same pods and nodes as the API server sends
 them, i.e. the floor any rebuild pays before it looks at a single annotation.
 
-Every case runs in a fresh subprocess, so its peak RSS (``resource.getrusage``) is its own; the
+Every case runs in a fresh subprocess, so its peak RSS (``VmHWM``) is its own; the
 inputs are built in that subprocess before timing starts, and both the peak of the process and
 the growth over the inputs are reported. The subprocess is set up as ``vgpu-guard serve
 controller`` sets up its process: JSON logging at info with the audit trail (to /dev/null, so
