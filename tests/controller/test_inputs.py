@@ -9,7 +9,8 @@ from typing import Any
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters, project_pod
+from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters
+from vgpu_guard.controller.pod_projection import project_pod
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, pod_facts

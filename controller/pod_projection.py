@@ -1,0 +1,101 @@
+"""What the controller keeps of a pod: the fields its decisions read, with replicas' equal pieces
+held once.
+
+managedFields, container statuses, images, commands, env, probes and a pod's own token volume are
+most of a running pod's size and nothing the controller reads; at 100,000 pods they would be most
+of its memory, and the per-pod parts (a token volume's random name) would keep replicas from
+sharing anything. The projection keeps identity, labels and annotations, the spec with containers
+reduced to what any reader takes (requests and limits, host ports, the name, a sidecar's
+restartPolicy) and volumes reduced to those a filter judges, and the phase and conditions. A test
+holds the pod's facts and vGPU request equal before and after.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from vgpu_guard.engine.scheduling.facts import INLINE_DISKS
+
+__all__ = ["project_pod"]
+
+Obj = dict[str, Any]
+
+_POD_META = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
+             "creationTimestamp", "ownerReferences")  # fmt: skip
+_POD_STATUS = ("phase", "conditions")
+_JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
+
+
+def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``obj`` without the keys not in ``keys``: the decoded map itself when it has no others."""
+    kept = {k: obj[k] for k in keys if k in obj}
+    return obj if len(kept) == len(obj) and isinstance(obj, dict) else kept
+
+
+# Pieces replicas of one workload repeat (kube/sharing.py): held once for all of them, and the
+# pod facts derived from them are reused (engine/scheduling/facts.py FactsMemo).
+_SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "nodeSelector", "volumes",
+                "overhead", "topologySpreadConstraints", "resourceClaims")  # fmt: skip
+_SHARED_META = ("labels", "ownerReferences")
+# What any reader takes from a container (requests and limits, host ports, the name in messages;
+# restartPolicy marks a sidecar): image, command, env, mounts and probes are never read.
+_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
+
+
+def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
+    """The fields the controller reads (spec, identity, phase and conditions), nothing else.
+
+    managedFields and container statuses are most of a running pod's size; at 100,000 pods they
+    would be most of the controller's memory. With ``share`` (a ``SharedParts``), the pieces
+    replicas repeat are replaced by the equal piece seen first.
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    spec = pod.get("spec") or {}
+    assert isinstance(meta, Mapping) and isinstance(status, Mapping)
+    if isinstance(spec, dict):
+        _project_spec(spec)
+    out: Obj = {
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "kind": "Pod",
+        "metadata": _only(meta, _POD_META),
+        "spec": spec,
+        "status": _only(status, _POD_STATUS),
+    }
+    # Strings every pod of a namespace or a node repeats: one shared copy instead of one per pod
+    # (the decoded object is this call's own; an equal string replaces each).
+    if isinstance(out["metadata"].get("namespace"), str):
+        out["metadata"]["namespace"] = sys.intern(out["metadata"]["namespace"])
+    if isinstance(spec, dict) and isinstance(spec.get("nodeName"), str):
+        spec["nodeName"] = sys.intern(spec["nodeName"])
+    if share is not None:
+        _share_in(out["metadata"], _SHARED_META, share)
+        if isinstance(spec, dict):
+            _share_in(spec, _SHARED_SPEC, share)
+        out["status"] = share(out["status"])
+    return out
+
+
+def _project_spec(spec: dict[str, Any]) -> None:
+    """Containers down to what is read; volumes down to those a filter judges (claims, generic
+    ephemeral volumes, inline disks): a pod's own token and config volumes would otherwise make
+    every replica's spec differ."""
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            spec[key] = [_only(c, _CONTAINER_FIELDS) if isinstance(c, Mapping) else c for c in containers]
+    volumes = spec.get("volumes")
+    if isinstance(volumes, list):
+        spec["volumes"] = [v for v in volumes if not isinstance(v, Mapping) or _judged(v)]
+
+
+def _judged(volume: Mapping[str, Any]) -> bool:
+    return any(kind in volume for kind in _JUDGED_VOLUMES)
+
+
+def _share_in(obj: dict[str, Any], keys: tuple[str, ...], share: Callable[[Any], Any]) -> None:
+    for key in keys:
+        if key in obj:
+            obj[key] = share(obj[key])
