@@ -158,6 +158,8 @@ def converged(cluster: Cluster) -> bool:
 class AlwaysLeads:
     """A split brain: this replica believes it leads whatever the Lease says."""
 
+    leading = True
+
     async def try_acquire_or_renew(self) -> bool:
         await asyncio.sleep(0)
         return True
