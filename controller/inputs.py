@@ -26,6 +26,7 @@ from vgpu_guard.controller.pod_projection import project_pod
 from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import cached_ledger
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
@@ -305,7 +306,9 @@ class CachedInputs:
     # -- our own writes (client-go's mutation cache) ------------------------------------------------
 
     def wrote_ledger(self, obj: Obj) -> None:
-        self._ledger_overlay[_name(obj)] = (self._clock(), obj)
+        # Kept as the cache keeps ledgers (decoded once, no raw entries): when the informer
+        # delivers the same version, World keeps this object, so a raw one would stay for good.
+        self._ledger_overlay[_name(obj)] = (self._clock(), cached_ledger(obj))
         if self._changed_ledgers is not None:
             self._changed_ledgers.add(_name(obj))
 

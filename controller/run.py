@@ -58,6 +58,7 @@ async def run_controller(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     cluster: ClusterCache | None = None,
     write_concurrency: int = WRITE_CONCURRENCY,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
     """Run until cancelled: lead, watch, settle; release the Lease on the way out.
 
@@ -95,17 +96,20 @@ async def run_controller(
     # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s at
     # the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
     backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
-    renewed = float("-inf")  # when the Lease was last held for sure (``clock``)
+    # Renew once per retry period (at most half a Lease apart), as client-go does, not once per
+    # pass: a busy leader wakes for every pod, and two Lease requests per pass were most of its
+    # requests at 50 pods/s. Timed on a monotonic clock from the start of the round that held
+    # the Lease, so a wall-clock step can never stretch a leadership the server did not record.
+    renew_every = min(retry_seconds, elector.lease_duration / 2)
+    renewed: float | None = None
     try:
         while True:
-            # Renew once per retry period, as client-go does, not once per pass: a busy leader
-            # wakes for every pod, and two Lease requests per pass were most of its requests at
-            # 50 pods/s. The Lease lasts several retry periods, so leadership is never in doubt.
-            if elector.leading and clock() - renewed < retry_seconds:
+            started = monotonic()
+            if elector.leading and renewed is not None and 0 <= started - renewed < renew_every:
                 leading = True
             else:
                 leading = await elector.try_acquire_or_renew()
-                renewed = clock() if leading else float("-inf")
+                renewed = started if leading else None
             metrics.leader.set(1 if leading else 0)
             if not leading:
                 # A standby acts on nothing the watches report: one Lease attempt per retry

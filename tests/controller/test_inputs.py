@@ -12,6 +12,14 @@ from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters
 from vgpu_guard.controller.pod_projection import project_pod
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import (
+    Allocation,
+    ContainerGrant,
+    DeviceGrant,
+    NodeLedger,
+    decode_ledger,
+    encode_ledger,
+)
 from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, pod_facts
 from vgpu_guard.kube.resources import PODS
@@ -127,11 +135,11 @@ async def test_a_ledger_we_wrote_is_read_until_the_informer_catches_up() -> None
     async with running(inputs):
         ours: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "999999"}, "spec": {}}
         inputs.wrote_ledger(ours)
-        read = await inputs.read(cluster.config)
-        assert read.ledgers["a"] is ours
+        kept = (await inputs.read(cluster.config)).ledgers["a"]  # decoded, as the cache keeps it
+        assert kept["metadata"]["resourceVersion"] == "999999" and decode_ledger(kept).node == "a"
         older: Obj = {"kind": "GPULedger", "metadata": {"name": "a", "resourceVersion": "5"}, "spec": {}}
         inputs.cluster.ledgers._items[("", "a")] = older  # the informer still has an older version
-        assert (await inputs.read(cluster.config)).ledgers["a"] is ours
+        assert (await inputs.read(cluster.config)).ledgers["a"] is kept
         newer: Obj = {
             "kind": "GPULedger",
             "metadata": {"name": "a", "resourceVersion": "1000000"},
@@ -189,3 +197,28 @@ def test_replicas_facts_are_derived_once_and_equal_a_fresh_parse() -> None:
     # An equal piece that is not the same object (no sharing) is parsed again, never guessed.
     third = project_pod(_rich_pod("r2"))
     assert memo(third).requests is not a.requests and memo(third) == pod_facts(third)
+
+
+def test_replicas_with_only_their_own_token_volume_share_their_facts() -> None:
+    share, memo = SharedParts(), FactsMemo()
+    pods = []
+    for name in ("r0", "r1"):
+        pod = vgpu_pod(name, memory=1000)
+        pod["spec"]["volumes"] = [{"name": f"kube-api-access-{name}", "projected": {"sources": []}}]
+        pods.append(project_pod(pod, share=share))
+    a, b = memo(pods[0]), memo(pods[1])
+    assert b.requests is a.requests and b == pod_facts(pods[1])
+
+
+async def test_our_own_ledger_write_is_kept_decoded_like_the_cache_keeps_ledgers() -> None:
+    cluster = Cluster([gpu_node("a", 1)])
+    inputs = CachedInputs(MemoryClusterClient(cluster.store))
+    entry = Allocation(
+        "u", "default", "p", "default", (ContainerGrant(0, "c", (DeviceGrant("GPU-a-0", 1024, 0),)),)
+    )
+    written = encode_ledger(NodeLedger(node="a", allocations={"u": entry}))
+    written["metadata"]["resourceVersion"] = "7"
+    inputs.wrote_ledger(written)
+    ours = (await inputs.read(cluster.config)).ledgers["a"]
+    assert "allocations" not in ours["spec"]  # no raw entries kept beside the decoded ones
+    assert decode_ledger(ours).allocations == {"u": entry}

@@ -359,3 +359,27 @@ def test_card_type_without_nvidia_is_refused() -> None:
 
 def test_a10_constant_is_the_default_type() -> None:
     assert gpu_node("a", 1)["metadata"]["annotations"]["volcano.sh/node-vgpu-register"].count(A10) == 1
+
+
+def test_a_pod_listed_in_two_ledgers_stays_held_when_one_lets_it_go() -> None:
+    """An edited or moved entry: the pod is in the ledgers of a and b; dropping a's ledger must not
+    make the allocator forget b's hold (it would decide the pod again)."""
+    cfg = config()
+    v = view([gpu_node("a", 1), gpu_node("b", 1)], cfg)
+    entry = Allocation(
+        "u", "default", "p", "default", (ContainerGrant(0, "c", (DeviceGrant("GPU-a-0", 1024, 0),)),)
+    )
+    moved = Allocation(
+        "u", "default", "p", "default", (ContainerGrant(0, "c", (DeviceGrant("GPU-b-0", 1024, 0),)),)
+    )
+    allocator = Allocator(
+        v,
+        {
+            "a": NodeLedger(node="a", allocations={"u": entry}),
+            "b": NodeLedger(node="b", allocations={"u": moved}),
+        },
+        config=cfg,
+    )
+    assert allocator.allocation_of("u") == ("b", moved)
+    allocator.replace_ledger("a", None)
+    assert allocator.allocation_of("u") == ("b", moved)

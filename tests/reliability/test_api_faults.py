@@ -159,6 +159,7 @@ class AlwaysLeads:
     """A split brain: this replica believes it leads whatever the Lease says."""
 
     leading = True
+    lease_duration = 15
 
     async def try_acquire_or_renew(self) -> bool:
         await asyncio.sleep(0)

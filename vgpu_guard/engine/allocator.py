@@ -333,8 +333,9 @@ class Allocator:
         self._epochs[node] = self._epochs.get(node, 0) + 1
         if sign > 0:
             self._where[allocation.pod_uid] = node
-        else:
-            self._where.pop(allocation.pod_uid, None)
+        elif self._where.get(allocation.pod_uid) == node:
+            # A pod listed in two ledgers (an edited or moved entry) stays held by the other one.
+            del self._where[allocation.pod_uid]
         vector = _queue_vector(allocation.containers, self._factor)
         used = self._queue_used.setdefault(allocation.queue, [0, 0, 0])
         for i in range(3):

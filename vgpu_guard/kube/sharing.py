@@ -31,8 +31,8 @@ class SharedParts:
         self.hits = 0  # for tests and logs
 
     def __call__(self, piece: Any) -> Any:
-        if not piece or not isinstance(piece, dict | list):
-            return piece
+        if not isinstance(piece, dict | list):
+            return piece  # empty ones too are shared: a fresh [] per pod would differ by identity
         try:
             key = _ENCODE(piece)
         except (TypeError, ValueError):  # not JSON (a test's object): keep it as it is
