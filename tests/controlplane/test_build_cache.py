@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,11 @@ def test_stop_ends_only_the_processes_it_recorded(tmp_path: Path) -> None:
             }
         }
         (tmp_path / "state.json").write_text(json.dumps(state))
+        # Popen returns once exec began; the kernel fills the new /proc/<pid>/cmdline a moment
+        # later, and on a loaded machine stop_recorded could read it empty (a CI run did).
+        deadline = time.monotonic() + 5
+        while not launch._runs(ours.pid, "/bin/sleep") and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert launch.stop_recorded(tmp_path) == ["etcd"]
         assert ours.wait(timeout=5) is not None
         assert bystander.poll() is None
