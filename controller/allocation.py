@@ -24,6 +24,7 @@ Per pass:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -115,14 +116,24 @@ WRITE_CONCURRENCY = 16
 
 
 async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = WRITE_CONCURRENCY) -> None:
-    """Await ``calls`` with at most ``limit`` in flight; after all have ended, raise the first error."""
+    """Await ``calls`` with at most ``limit`` in flight; after all have ended, raise the first error.
+
+    Cancelled (the controller stopping) before some calls started, those are closed: a coroutine
+    dropped without being awaited is a RuntimeWarning, and an error under pytest.
+    """
+    pending = list(calls)
     gate = asyncio.Semaphore(limit)
 
     async def gated(call: Awaitable[None]) -> None:
         async with gate:
             await call
 
-    outcomes = await asyncio.gather(*(gated(c) for c in calls), return_exceptions=True)
+    try:
+        outcomes = await asyncio.gather(*(gated(c) for c in pending), return_exceptions=True)
+    finally:
+        for call in pending:
+            if inspect.iscoroutine(call) and inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
+                call.close()
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
