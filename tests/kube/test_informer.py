@@ -321,3 +321,26 @@ async def test_the_cache_keeps_ledgers_decoded_once_not_their_raw_entries(
         and decoded.resource_version == cached["metadata"]["resourceVersion"]
     )
     assert decode_ledger(cached) is decoded  # read again, not parsed again
+
+
+async def test_a_ledger_write_rebuilds_only_the_ledgers_part_of_the_view(
+    store: Store, running: Callable[[Any], asyncio.Task[None]]
+) -> None:
+    """Our own ledger write, once per pass, must not cost a pass a copy of every node: an unchanged
+    part is the same mapping (World skips comparing nodes on that identity)."""
+    text = resources.files("vgpu_guard").joinpath("data/crds/gpuledgers.vgpu-guard.io.yaml").read_text()
+    store.create(CRDS, yaml.safe_load(text))
+    store.create(NODES, node("n0"))
+    cache = ClusterCache(MemoryClusterClient(store, bookmark_interval=60))
+    running(cache.run())
+    await asyncio.wait_for(cache.wait_synced(), 5)
+    config = GuardConfig()
+    first = cache.snapshot(config)
+    version = cache.version
+    store.create(LEDGERS, encode_ledger(NodeLedger(node="n0", allocations={})))
+    await asyncio.wait_for(cache.wait_for_change(version), 5)
+    second = cache.snapshot(config)
+    assert second is not first and second.nodes is first.nodes and second.queues is first.queues
+    # The ledgers part is copied when first read (passes never read it): a view read only now
+    # holds the cache's state of this read, as CopiedWhenRead documents.
+    assert "n0" in second.ledgers and "n0" in first.ledgers
