@@ -5,13 +5,16 @@ Sources: Kubernetes "API Concepts" and k8s.io/apiserver/pkg/endpoints (handlers,
 from __future__ import annotations
 
 import json
+import socket
+import ssl
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 
-from vgpu_guard.apidouble.server import RunningDouble
+from vgpu_guard.apidouble.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.resources import CRDS, PODS
@@ -242,3 +245,28 @@ async def test_kubeconfig_for_another_identity(double: RunningDouble) -> None:
         assert (await c.list(PODS)).items == []
     finally:
         await c.close()
+
+
+async def test_a_client_that_drops_its_tls_connection_leaves_no_socket_behind(tmp_path: Path) -> None:
+    # A client that reads a `Connection: close` response and drops its socket without a TLS
+    # close_notify leaves the server's side waiting for one (asyncio's ssl_shutdown_timeout, 30 s).
+    # The double's shutdown must close that socket itself, not leave it to the garbage collector
+    # (a ResourceWarning, an error under pytest, raised wherever the next GC happens to run).
+    def request_and_keep_the_socket(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
+        sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1")
+        sock.sendall(b"GET /version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        while sock.recv(65536):  # until the server's close_notify
+            pass
+        return sock
+
+    async with serve_double(tmp_path) as api:
+        port = int(api.url.rsplit(":", 1)[1])
+        client_socket = await in_thread(request_and_keep_the_socket, port, api.ssl_context())
+        served = list(api.server.transports)
+        assert served and all(t.is_closing() for t in served)  # shutting down, socket still open
+        sockets = [t.get_extra_info("socket") for t in served]
+        assert all(s.fileno() != -1 for s in sockets)
+    try:
+        assert [s.fileno() for s in sockets] == [-1] * len(sockets)
+    finally:
+        client_socket.close()

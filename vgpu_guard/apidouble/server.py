@@ -31,7 +31,7 @@ import secrets
 import ssl
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -895,6 +895,11 @@ class RunningDouble:
         return ssl.create_default_context(cadata=self.tls.ca_pem.decode())
 
 
+def _abort(transports: Iterable[asyncio.BaseTransport]) -> None:
+    for transport in list(transports):
+        transport.abort()  # type: ignore[attr-defined]  # a no-op for one already closed
+
+
 @asynccontextmanager
 async def serve_double(
     directory: Path | None = None,
@@ -957,12 +962,16 @@ async def serve_double(
         finally:
             for task in list(server.watches):
                 task.cancel()
+            # A TLS close waits (asyncio's ssl_shutdown_timeout, 30 s) for the peer's close_notify,
+            # which a client that drops its socket never sends: the socket under it would outlive
+            # the loop (a ResourceWarning wherever the GC next runs). Abort those first: once
+            # runner.cleanup() closes such a transport a second time, asyncio drops its link to
+            # the socket and abort() can no longer reach it.
+            _abort(t for t in server.transports if t.is_closing())
             await runner.cleanup()
-            # A client that kept a TLS connection open would leave its socket to the garbage
-            # collector; abort what is left so nothing outlives the block.
-            for transport in list(server.transports):
-                if not transport.is_closing():
-                    transport.abort()  # type: ignore[attr-defined]
+            # A client that kept a TLS connection open: abort what is left, so nothing outlives
+            # the block.
+            _abort(server.transports)
             if chain is not None:
                 await chain.close()
             # An aborted TLS transport closes its socket a few loop turns later (the SSL layer,
