@@ -336,7 +336,7 @@ async def test_a_watch_from_a_compacted_resource_version_is_expired(contract: Co
     """A watch from a resourceVersion whose history is gone ends at once with an ERROR event
     carrying a 410 Expired Status. On the real server pod templates bypass the watch cache
     (``--watch-cache-sizes=podtemplates#0``), so the history is etcd's, gone once a compaction
-    (every 20 s) passed it; in the double it is its watch window (1000 events a resource), which
+    (every 5 s) passed it; in the double it is its watch window (1000 events a resource), which
     the probe overruns. The wording differs by source (etcd's "The resourceVersion for the
     provided watch is too old." against the watch cache's "too old resource version: R (O)"), so
     of the message only "too old" is compared."""
