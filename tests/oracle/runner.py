@@ -1,5 +1,6 @@
 """Run oracle cases on a real control plane: kube-scheduler places the plain twin, our controller
-(in-process, the same ``AllocationController`` ``serve controller`` runs) the vGPU twin.
+(in-process, ``run_controller`` as ``serve controller`` runs it: informers, leader Lease, binder)
+the vGPU twin. Both run on their own; the oracle only creates pods and reads the verdicts.
 
 Cases run in waves of ``slots`` at once. Each case gets two fleets (one per side, never shared),
 every node tainted with a probe-only NoSchedule taint whose value is its index. Step ``j`` creates
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,7 +35,6 @@ from tests.oracle.cases import (
     render_pod,
     render_volume,
 )
-from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
 from vgpu_guard.kube.resources import (
@@ -52,6 +53,7 @@ SIDES = ("kube", "ours")
 ROLE_LABEL = "oracle.vgpu-guard.io/role"
 HEARTBEAT_SECONDS = 15.0
 DECIDE_SECONDS = 30.0
+POLL_SECONDS = 0.05
 RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 OUR_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
@@ -88,13 +90,13 @@ def _condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 class Oracle:
-    def __init__(self, admin: AioClusterClient, controller: AllocationController, slots: int) -> None:
+    def __init__(self, admin: AioClusterClient, slots: int) -> None:
         self.admin = admin
-        self.controller = controller
         self.slots = slots
         # Fleets are named per wave: a node name the node lifecycle controller saw deleted a moment
         # ago would come back with that node's stale health record.
         self.wave = 0
+        self._alive: asyncio.Task[None] | None = None
 
     def fleet(self, slot: int, side: str) -> str:
         return f"w{self.wave}-s{slot}-{side}"
@@ -150,8 +152,10 @@ class Oracle:
                     await self.admin.delete(NAMESPACES, namespace(slot, side))
 
     # -- a wave ------------------------------------------------------------------------------------
-    async def run_wave(self, cases: list[tuple[int, Case]]) -> list[Row]:
+    async def run_wave(self, cases: list[tuple[int, Case]], *, alive: asyncio.Task[None]) -> list[Row]:
+        """Run ``cases`` at once; ``alive`` is our controller's task (its failure fails the wave)."""
         self.wave += 1
+        self._alive = alive
         nodes = [
             node_name(self.fleet(s, side), i) for s, c in cases for side in SIDES for i in range(len(c.nodes))
         ]
@@ -237,12 +241,10 @@ class Oracle:
             await self.admin.create(PODS, obj, namespace=namespace(slot, side))
 
         await _concurrently(create(s, c, side) for s, c in active for side in SIDES)
-        ours, kube = await asyncio.gather(
-            self._verdicts(active, name, "ours"), self._verdicts(active, name, "kube")
-        )
+        verdicts = await self._verdicts(active, name)
         await self._delete_probes(active, name)
         return [
-            Row(case.seed, step, case.features, ours[(slot, "ours")], kube[(slot, "kube")])
+            Row(case.seed, step, case.features, verdicts[(slot, "ours")], verdicts[(slot, "kube")])
             for slot, case in active
         ]
 
@@ -254,20 +256,15 @@ class Oracle:
             out[(int(slot[1:]), side)] = pod
         return out
 
-    async def _verdicts(
-        self, active: list[tuple[int, Case]], name: str, side: str
-    ) -> dict[tuple[int, str], Verdict]:
-        """Each side's probe: bound, or PodScheduled=False. Our controller runs a pass before each
-        look (the same pass ``serve controller`` runs); kube-scheduler runs on its own."""
-        wanted = {(slot, side) for slot, _ in active}
+    async def _verdicts(self, active: list[tuple[int, Case]], name: str) -> dict[tuple[int, str], Verdict]:
+        """Both sides' probes: bound, or PodScheduled=False, as each scheduler wrote it."""
+        wanted = {(slot, side) for slot, _ in active for side in SIDES}
         verdicts: dict[tuple[int, str], Verdict] = {}
         deadline = time.monotonic() + DECIDE_SECONDS
         while time.monotonic() < deadline:
-            if side == "ours":
-                result = await self.controller.run_once()
-                assert not result.errors, result.errors
-            else:
-                await asyncio.sleep(0.1)
+            if self._alive is not None and self._alive.done():
+                self._alive.result()  # its exception, if it failed
+                raise AssertionError("our controller stopped")
             for key, pod in (await self._probes()).items():
                 if key not in wanted or key in verdicts or pod["metadata"]["name"] != name:
                     continue
@@ -277,16 +274,19 @@ class Oracle:
                     verdicts[key] = Verdict(False, str(c.get("message")))
             if len(verdicts) == len(wanted):
                 return verdicts
-        who = "our controller" if side == "ours" else "kube-scheduler"
-        raise AssertionError(f"{who} decided {len(verdicts)} of {len(wanted)} probes in time")
+            await asyncio.sleep(POLL_SECONDS)
+        late = Counter(side for _, side in wanted - verdicts.keys())
+        who = {"ours": "our controller", "kube": "kube-scheduler"}
+        raise AssertionError(
+            "; ".join(f"{who[side]} left {n} probes undecided" for side, n in sorted(late.items()))
+        )
 
     async def _delete_probes(self, active: Iterable[tuple[int, Case]], name: str) -> None:
-        for slot, _ in active:
-            for side in SIDES:
-                with contextlib.suppress(NotFound):
-                    await self.admin.delete(
-                        PODS, name, namespace=namespace(slot, side), grace_period_seconds=0
-                    )
+        async def delete(slot: int, side: str) -> None:
+            with contextlib.suppress(NotFound):
+                await self.admin.delete(PODS, name, namespace=namespace(slot, side), grace_period_seconds=0)
+
+        await _concurrently(delete(slot, side) for slot, _ in active for side in SIDES)
         deadline = time.monotonic() + 20
         while any(p["metadata"]["name"] == name for p in (await self._probes()).values()):
             if time.monotonic() > deadline:

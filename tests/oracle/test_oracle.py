@@ -9,6 +9,8 @@ reported as a table (constraints the case used, seed, node, our verdict, kube-sc
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import random
 from collections import Counter
@@ -20,7 +22,7 @@ from tests.builders import default_config
 from tests.oracle.cases import generate
 from tests.oracle.runner import Oracle, Row, zone_key
 from tests.real_cluster import RealCluster
-from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.aio import AioClusterClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,20 +49,34 @@ async def test_per_node_feasibility_agrees_with_kube_scheduler(
 ) -> None:
     base = int(os.environ.get("ORACLE_SEED") or random.SystemRandom().randrange(1_000_000))
     admin = await AioClusterClient.from_kubeconfig(str(real_api.kubeconfig))
-    controller = AllocationController(
-        admin, default_config(), identity="oracle", registry=CollectorRegistry()
-    )
-    oracle = Oracle(admin, controller, SLOTS)
+    oracle = Oracle(admin, SLOTS)
     rows: list[Row] = []
+    controller: asyncio.Task[None] | None = None
     try:
         await oracle.setup()
+        # Our side runs as `serve controller` runs it (informers, Lease, binder), on its own as
+        # kube-scheduler does; the oracle only creates pods and reads both sides' verdicts.
+        controller = asyncio.create_task(
+            run_controller(
+                admin,
+                default_config(),
+                identity="oracle",
+                registry=CollectorRegistry(),
+                lease_namespace="default",
+                lease_name="vgpu-guard-oracle",
+            )
+        )
         for start in range(0, CASES, SLOTS):
             wave = [
                 (slot, generate(base * 10_000 + i, zone_key(slot)))
                 for slot, i in enumerate(range(start, min(start + SLOTS, CASES)))
             ]
-            rows.extend(await oracle.run_wave(wave))
+            rows.extend(await oracle.run_wave(wave, alive=controller))
     finally:
+        if controller is not None:
+            controller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await controller
         await oracle.teardown()
         await admin.close()
     disagreements = [r for r in rows if r.ours.fits != r.kube.fits]
