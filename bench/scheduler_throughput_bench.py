@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ import yaml
 from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane, free_port
 from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
 
@@ -115,16 +116,6 @@ def pod_object(name: str, *, ours: bool) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-async def gather_bounded(calls: Iterable[Awaitable[Any]], limit: int = 32) -> None:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(call: Awaitable[Any]) -> None:
-        async with gate:
-            await call
-
-    await asyncio.gather(*(one(c) for c in calls))
-
-
 @contextlib.asynccontextmanager
 async def background(coro: Awaitable[None]) -> AsyncIterator[None]:
     task = asyncio.ensure_future(coro)
@@ -151,7 +142,7 @@ class Fleet:
             await self.admin.create(NODES, node)
             await self.admin.patch(NODES, name, status, subresource="status")
 
-        await gather_bounded(one(n) for n in self.names)
+        await gather_bounded((one(n) for n in self.names), 32)
         # New nodes carry node.kubernetes.io/not-ready until the lifecycle controller saw them Ready.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -171,7 +162,8 @@ class Fleet:
                 "status": {"conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}]}
             }
             self.requests += len(self.names)
-            await gather_bounded(self.admin.patch(NODES, n, body, subresource="status") for n in self.names)
+            patches = (self.admin.patch(NODES, n, body, subresource="status") for n in self.names)
+            await gather_bounded(patches, 32)
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -329,7 +321,7 @@ async def clear(admin: AioClusterClient, side: Side) -> None:
         with contextlib.suppress(NotFound):
             await admin.delete(PODS, name, namespace=side.namespace, grace_period_seconds=0)
 
-    await gather_bounded((delete(n) for n in side.created), limit=32)
+    await gather_bounded((delete(n) for n in side.created), 32)
     await asyncio.sleep(2.0)
 
 

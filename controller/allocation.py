@@ -23,11 +23,9 @@ Per pass:
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +53,7 @@ from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, PodFacts
+from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
@@ -113,30 +112,6 @@ def _node_name(pod: Mapping[str, Any]) -> str:
 # keep the API server busy while this process decides nothing meanwhile, few enough that a pass over a
 # flood of unplaceable pods does not swamp it.
 WRITE_CONCURRENCY = 16
-
-
-async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = WRITE_CONCURRENCY) -> None:
-    """Await ``calls`` with at most ``limit`` in flight; after all have ended, raise the first error.
-
-    Cancelled (the controller stopping) before some calls started, those are closed: a coroutine
-    dropped without being awaited is a RuntimeWarning, and an error under pytest.
-    """
-    pending = list(calls)
-    gate = asyncio.Semaphore(limit)
-
-    async def gated(call: Awaitable[None]) -> None:
-        async with gate:
-            await call
-
-    try:
-        outcomes = await asyncio.gather(*(gated(c) for c in pending), return_exceptions=True)
-    finally:
-        for call in pending:
-            if inspect.iscoroutine(call) and inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
-                call.close()
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
 
 
 def _with_facts(request: PodRequest, facts: PodFacts) -> PodRequest:
@@ -414,7 +389,7 @@ class AllocationController:
             if str(_meta(pod).get("uid")) == entry.pod_uid:
                 alive.add(entry.pod_uid)
 
-        await _concurrently((confirm(e) for e in missing), self.write_concurrency)
+        await gather_bounded((confirm(e) for e in missing), self.write_concurrency)
         return alive
 
     # --- 1. release, verify, adopt (over what changed) ---------------------------------------------
@@ -510,7 +485,7 @@ class AllocationController:
             old = world.ledgers.get(name) or NodeLedger(node=name)
             if new.allocations != old.allocations:
                 writes.append(self._write_ledger(old, new, view.nodes.get(name)))
-        await _concurrently(writes, self.write_concurrency)
+        await gather_bounded(writes, self.write_concurrency)
         for entry, name, reason in step.released:
             self.metrics.releases.labels(reason).inc()
             result.released.append(entry.key)
@@ -632,7 +607,7 @@ class AllocationController:
         # Reasons last: binds must not wait behind a flood of status patches for pods with no room.
         self.metrics.set_pending_reasons(reason for _, _, reason in reports)
         passed = PassReports()
-        await _concurrently(
+        await gather_bounded(
             (self.reports.unschedulable(pod, message, passed) for pod, message, _ in reports),
             self.write_concurrency,
         )
@@ -718,7 +693,7 @@ class AllocationController:
                     world.resync()
                     return
             writes.append(self._write_ledger(old, new, info))
-        await _concurrently(writes, self.write_concurrency)
+        await gather_bounded(writes, self.write_concurrency)
         before = len(self._bound_keys)
         self.binder.failures.clear()
         self.binder.offer(self._waiting(allocator, objects), busy)

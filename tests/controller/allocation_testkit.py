@@ -112,7 +112,8 @@ class Cluster:
     def plugin(self) -> int:
         """The device plugin's kubelet Allocate: every allocating pod succeeds. Returns how many."""
         done = 0
-        for pod in self.pods():
+        # Only bound pods can be in a handshake; the selector spares copying the pending ones.
+        for pod in self.store.list(PODS, field_selector="spec.nodeName!=").items:
             notes: Mapping[str, str] = pod["metadata"].get("annotations") or {}
             if notes.get("volcano.sh/bind-phase") == "allocating" and pod["spec"].get("nodeName"):
                 self.store.patch(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from vgpu_guard.controller.binder import DONE_TTL_SECONDS, Binder, Waiting
@@ -110,27 +109,3 @@ async def test_recent_bindings_are_remembered_for_the_ttl_then_forgotten() -> No
     binder.offer({"n3": [entry("u3", 3)]}, busy={})
     await binder.drain()
     assert list(binder._done) == ["u2", "u3"]
-
-
-async def test_calls_not_started_when_a_pass_is_cancelled_are_closed_not_left_unawaited() -> None:
-    import gc
-    import warnings
-
-    from vgpu_guard.controller.allocation import _concurrently
-
-    started: list[int] = []
-
-    async def call(i: int) -> None:
-        started.append(i)
-        await asyncio.sleep(10)
-
-    task = asyncio.ensure_future(_concurrently((call(i) for i in range(3)), limit=1))
-    await asyncio.sleep(0.05)
-    task.cancel()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        gc.collect()
-    assert started == [0]
-    assert not [w for w in caught if "never awaited" in str(w.message)]

@@ -36,6 +36,7 @@ from tests.oracle.cases import (
     render_volume,
 )
 from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
 from vgpu_guard.kube.resources import (
     CRDS,
@@ -54,6 +55,7 @@ ROLE_LABEL = "oracle.vgpu-guard.io/role"
 HEARTBEAT_SECONDS = 15.0
 DECIDE_SECONDS = 30.0
 POLL_SECONDS = 0.05
+CONCURRENCY = 32  # requests in flight at once
 RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 OUR_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
@@ -180,7 +182,9 @@ class Oracle:
             body = {
                 "status": {"conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}]}
             }
-            await _concurrently(self.admin.patch(NODES, n, body, subresource="status") for n in nodes)
+            await gather_bounded(
+                (self.admin.patch(NODES, n, body, subresource="status") for n in nodes), CONCURRENCY
+            )
 
     async def _create_fleets(self, cases: list[tuple[int, Case]]) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -203,7 +207,7 @@ class Oracle:
                 obj = render_pod(pod, name=f"existing-{k}", fleet=fleet, side=side, node=node_name(fleet, i))
                 await self.admin.create(PODS, obj, namespace=namespace(slot, side))
 
-        await _concurrently(create(s, c, side) for s, c in cases for side in SIDES)
+        await gather_bounded((create(s, c, side) for s, c in cases for side in SIDES), CONCURRENCY)
         await self._claims_bound(sum(2 for _, c in cases if c.volume is not None))
 
     async def _claims_bound(self, expected: int) -> None:
@@ -240,7 +244,7 @@ class Oracle:
             obj["metadata"]["labels"][ROLE_LABEL] = "probe"
             await self.admin.create(PODS, obj, namespace=namespace(slot, side))
 
-        await _concurrently(create(s, c, side) for s, c in active for side in SIDES)
+        await gather_bounded((create(s, c, side) for s, c in active for side in SIDES), CONCURRENCY)
         verdicts = await self._verdicts(active, name)
         await self._delete_probes(active, name)
         return [
@@ -286,7 +290,7 @@ class Oracle:
             with contextlib.suppress(NotFound):
                 await self.admin.delete(PODS, name, namespace=namespace(slot, side), grace_period_seconds=0)
 
-        await _concurrently(delete(slot, side) for slot, _ in active for side in SIDES)
+        await gather_bounded((delete(slot, side) for slot, _ in active for side in SIDES), CONCURRENCY)
         deadline = time.monotonic() + 20
         while any(p["metadata"]["name"] == name for p in (await self._probes()).values()):
             if time.monotonic() > deadline:
@@ -313,17 +317,9 @@ class Oracle:
                 with contextlib.suppress(NotFound):
                     await self.admin.delete(LEDGERS, name)
 
-        await _concurrently(delete(slot, case, side) for slot, case in cases for side in SIDES)
-
-
-async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = 32) -> None:
-    gate = asyncio.Semaphore(limit)
-
-    async def gated(call: Awaitable[None]) -> None:
-        async with gate:
-            await call
-
-    await asyncio.gather(*(gated(c) for c in calls))
+        await gather_bounded(
+            (delete(slot, case, side) for slot, case in cases for side in SIDES), CONCURRENCY
+        )
 
 
 @contextlib.asynccontextmanager
