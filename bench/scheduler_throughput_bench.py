@@ -9,6 +9,10 @@ real control plane (kube-apiserver, kube-controller-manager, kube-scheduler 1.20
 with the device plugin's annotation) and, one after the other in the same run:
 
 * ``kube-scheduler``: a stream of plain pods (10m CPU) into its own namespace;
+* ``protocol floor``: the same vGPU pods as ours, bound by this process as each create returns
+  (next node in turn, our Binding's annotations, one Event) and confirmed by the stand-in: no
+  decision, no ledger. What the device plugin's handshake alone costs the shared cores, so the
+  best any vGPU scheduler could reach here (``ProtocolFloor``);
 * ``vgpu-guard``: ``vgpu-guard serve controller`` as a subprocess with the same QPS/burst, and a
   stream of vGPU pods (1 vGPU, 1024 MiB) with ``schedulerName: vgpu-guard``; a device-plugin stand-in
   in this process confirms each assignment at once (``bind-phase=success``), as the real plugin does
@@ -20,8 +24,8 @@ Requests per bind: the API server's own ``apiserver_request_total`` delta over t
 requests this bench sent itself (pod creates, stand-in patches, heartbeats), split into Events and
 the rest. The ratio row is ours / kube-scheduler's in the same run.
 
-``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) on our
-side only, p50/p99 and whether a backlog grew (pods still unbound at the end).
+``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) for the
+protocol floor and our side, p50/p99 and whether a backlog grew (pods still unbound at the end).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,10 +55,14 @@ import yaml
 
 from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane, free_port
+from vgpu_guard.engine.assignment import allocation_annotations
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
-from vgpu_guard.kube.resources import CRDS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
+from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
+from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
 
 Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +109,7 @@ def node_objects(name: str) -> tuple[Obj, Obj]:
     return node, status
 
 
-def pod_object(name: str, *, ours: bool) -> Obj:
+def pod_object(name: str, *, ours: bool, scheduler_name: str = "vgpu-guard") -> Obj:
     container: Obj = {"name": "main", "image": "registry.k8s.io/pause:3.9"}
     if ours:
         container["resources"] = {
@@ -112,7 +120,7 @@ def pod_object(name: str, *, ours: bool) -> Obj:
         container["resources"] = {"requests": {"cpu": "10m"}}
     spec: Obj = {"containers": [container]}
     if ours:
-        spec["schedulerName"] = "vgpu-guard"
+        spec["schedulerName"] = scheduler_name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
@@ -164,6 +172,70 @@ class Fleet:
             self.requests += len(self.names)
             patches = (self.admin.patch(NODES, n, body, subresource="status") for n in self.names)
             await gather_bounded(patches, 32)
+
+
+# -- the protocol floor -----------------------------------------------------------------------------
+
+
+class ProtocolFloor:
+    """What any vGPU scheduler must send per pod under the device plugin's handshake, and no more.
+
+    Each vGPU pod is bound as its create returns, to the next node in turn, with the same
+    assignment annotations our controller writes on its Binding, and gets one Event; the stand-in
+    confirms it as it confirms ours. No decision, no ledger, no informer: the machine's cost per
+    bind here is what the handshake itself costs the shared cores (the API server's work on the
+    larger pods and the plugin's PATCH). kube-scheduler's plain pods need neither, so its binds/s
+    above this floor's is a bound no vGPU scheduler on the same two cores can pass.
+    """
+
+    def __init__(self, admin: AioClusterClient, nodes: list[str], *, qps: int, burst: int) -> None:
+        # Binds and Events on buckets of their own, as our controller and kube-scheduler split them.
+        self.client = RateLimitedClient(
+            admin, bucket(qps, burst), events=bucket(qps, burst)
+        ) if qps else admin  # fmt: skip
+        self.nodes = nodes
+        self.sent = 0
+
+    async def bind(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        turn, self.sent = self.sent, self.sent + 1
+        node = self.nodes[turn % len(self.nodes)]
+        card = f"GPU-{node}-{(turn // len(self.nodes)) % GPUS}"
+        entry = Allocation(
+            pod_uid=meta["uid"],
+            namespace=meta["namespace"],
+            name=meta["name"],
+            queue="default",
+            containers=(ContainerGrant(0, "main", (DeviceGrant(card, 1024, 0),)),),
+        )
+        notes = allocation_annotations(entry, node=node, now=int(time.time()))
+        client: ClusterClient = self.client  # type: ignore[assignment]
+        await client.bind(meta["namespace"], meta["name"], node=node, annotations=notes, uid=meta["uid"])
+        await client.create(EVENTS, _scheduled_event(pod, node), namespace=meta["namespace"])
+
+
+def _scheduled_event(pod: Obj, node: str) -> Obj:
+    meta = pod["metadata"]
+    now = _now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "reason": "Scheduled",
+        "message": f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+        "type": "Normal",
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "source": {"component": "protocol-floor"},
+    }
 
 
 # -- measuring ------------------------------------------------------------------------------------
@@ -220,15 +292,27 @@ async def _confirm(admin: AioClusterClient, side: Side, name: str) -> None:
 
 
 async def stream(
-    admin: AioClusterClient, side: Side, *, count: int, rate: float, ours: bool, prefix: str
+    admin: AioClusterClient,
+    side: Side,
+    *,
+    count: int,
+    rate: float,
+    ours: bool,
+    prefix: str,
+    scheduler_name: str = "vgpu-guard",
+    on_created: Callable[[Obj], Awaitable[None]] | None = None,
 ) -> None:
-    """Create ``count`` pods at ``rate``/s (each create may overlap the next; the schedule is kept)."""
+    """Create ``count`` pods at ``rate``/s (each create may overlap the next; the schedule is kept).
+    ``on_created``: called with each created pod (the protocol floor binds it there)."""
     start = time.monotonic()
     tasks = []
 
     async def create(name: str) -> None:
-        await admin.create(PODS, pod_object(name, ours=ours), namespace=side.namespace)
+        body = pod_object(name, ours=ours, scheduler_name=scheduler_name)
+        created = await admin.create(PODS, body, namespace=side.namespace)
         side.created[name] = time.monotonic()
+        if on_created is not None:
+            await on_created(created)
 
     for i in range(count):
         due = start + i / rate
@@ -348,15 +432,23 @@ async def run_side(
     rate: float,
     tag: str,
     scheduler_pid: int | None = None,
+    floor: ProtocolFloor | None = None,
 ) -> dict[str, Any]:
-    side = Side(namespace=f"{tag}-{'ours' if ours else 'kube'}", expected=pods)
+    """One side's stream, measured; ``floor``: vGPU pods bound by the protocol floor instead of a
+    scheduler (``ours`` must be True: the stand-in confirms them)."""
+    label = "floor" if floor is not None else "ours" if ours else "kube"
+    side = Side(namespace=f"{tag}-{label}", expected=pods)
     await namespace_ready(admin, side.namespace)
     before = apiserver_requests(plane)
     cpu_before = cpu_by_process(plane, scheduler_pid)
     heartbeats_before = fleet.requests
     async with background(watch_binds(admin, side, confirm=ours)):
         await asyncio.sleep(0.5)  # the watch is open before the first pod
-        await stream(admin, side, count=pods, rate=rate, ours=ours, prefix="p")
+        await stream(
+            admin, side, count=pods, rate=rate, ours=ours, prefix="p",
+            scheduler_name="protocol-floor" if floor is not None else "vgpu-guard",
+            on_created=floor.bind if floor is not None else None,
+        )  # fmt: skip
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(120.0, pods / 20)):
                 await side.all_bound.wait()
@@ -455,6 +547,21 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
                 kube = await run_side(
                     plane, admin, fleet, ours=False, pods=args.pods, rate=args.rate, tag="t"
                 )
+                # Before our controller starts: it would adopt the floor's bound pods into ledgers.
+                floor = await run_side(
+                    plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="t",
+                    floor=ProtocolFloor(admin, fleet.names, qps=qps, burst=2 * qps),
+                )  # fmt: skip
+                floor_latency = []
+                if qps == args.qps[0]:
+                    for i, rate in enumerate(args.latency_rates):
+                        row = await run_side(
+                            plane, admin, fleet, ours=True, pods=int(rate * args.latency_seconds),
+                            rate=rate, tag=f"l{i}",
+                            floor=ProtocolFloor(admin, fleet.names, qps=qps, burst=2 * qps),
+                        )  # fmt: skip
+                        row["rate"] = rate
+                        floor_latency.append(row)
                 await namespace_ready(admin, "vgpu-guard")
                 with controller_process(
                     plane,
@@ -481,13 +588,19 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
                             latency.append(row)
         finally:
             await admin.close()
-    ratio = ours["binds_per_s"] / kube["binds_per_s"] if kube["binds_per_s"] else None
+
+    def to_kube(side: dict[str, Any]) -> float | None:
+        return round(side["binds_per_s"] / kube["binds_per_s"], 2) if kube["binds_per_s"] else None
+
     return {
         "qps": qps,
         "kube_scheduler": kube,
+        "protocol_floor": floor,
         "vgpu_guard": ours,
-        "ratio": round(ratio, 2) if ratio else None,
+        "ratio": to_kube(ours),
+        "floor_ratio": to_kube(floor),
         "latency": latency,
+        "floor_latency": floor_latency,
     }
 
 
@@ -507,19 +620,26 @@ def table(results: list[dict[str, Any]]) -> str:
         "| client QPS/burst | scheduler | binds/s | p50 ms | p99 ms | requests/bind | events/bind | ratio |"
     )
     rows = [head, "|---|---|---|---|---|---|---|---|"]
+    floor = "protocol floor (bind + Event + plugin confirmation, no decision, no ledger)"
+    sides = (
+        ("kube-scheduler", "kube_scheduler", None),
+        (floor, "protocol_floor", "floor_ratio"),
+        ("vgpu-guard", "vgpu_guard", "ratio"),
+    )
     for r in results:
         label = f"{r['qps']}/{2 * r['qps']}" if r["qps"] else "unthrottled"
-        for name, key in (("kube-scheduler", "kube_scheduler"), ("vgpu-guard", "vgpu_guard")):
+        for name, key, ratio_key in sides:
             s = r[key]
-            ratio = f"**{r['ratio']}×**" if key == "vgpu_guard" else "1.0×"
+            ratio = f"**{r[ratio_key]}×**" if ratio_key else "1.0×"
             rows.append(f"| {label} | {name} | {s['binds_per_s']} | {s['p50_ms']} | {s['p99_ms']} | "
                         f"{s['requests_per_bind']} | {s['events_per_bind']} | {ratio} |")  # fmt: skip
     for r in results:
-        for row in r["latency"]:
-            rows.append(f"| {r['qps']}/{2 * r['qps']} | vgpu-guard at {row['rate']} pods/s for "
-                        f"{row['pods'] / row['rate']:.0f} s | {row['binds_per_s']} | {row['p50_ms']} | "
-                        f"{row['p99_ms']} | {row['requests_per_bind']} | {row['events_per_bind']} | "
-                        f"unbound at end: {row['pods'] - row['bound']} |")  # fmt: skip
+        for name, key in (("protocol floor", "floor_latency"), ("vgpu-guard", "latency")):
+            for row in r[key]:
+                rows.append(f"| {r['qps']}/{2 * r['qps']} | {name} at {row['rate']} pods/s for "
+                            f"{row['pods'] / row['rate']:.0f} s | {row['binds_per_s']} | {row['p50_ms']} | "
+                            f"{row['p99_ms']} | {row['requests_per_bind']} | {row['events_per_bind']} | "
+                            f"unbound at end: {row['pods'] - row['bound']} |")  # fmt: skip
     return "\n".join(rows)
 
 

@@ -37,8 +37,18 @@ def test_smoke(script: str, expect: str) -> None:
 @pytest.mark.parametrize(
     ("script", "expect"),
     [
-        # kube-scheduler and our controller side by side (smoke sizes): both rows are there.
-        ("scheduler_throughput_bench.py", ["| 500/1000 | kube-scheduler |", "| 500/1000 | vgpu-guard |"]),
+        # kube-scheduler, the protocol floor and our controller side by side (smoke sizes), and the
+        # floor's and our latency rows: every side bound its pods.
+        (
+            "scheduler_throughput_bench.py",
+            [
+                "| 500/1000 | kube-scheduler |",
+                "| 500/1000 | protocol floor (",
+                "| 500/1000 | vgpu-guard |",
+                "| 500/1000 | protocol floor at 20.0 pods/s for 2 s |",
+                "| 500/1000 | vgpu-guard at 20.0 pods/s for 2 s |",
+            ],
+        ),
         # Two controller replicas on one Lease: the table names a leader and a standby.
         ("standby_bench.py", ["| standby |", "| leader (baseline) |"]),
     ],
@@ -59,3 +69,6 @@ def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None
     assert done.returncode == 0, done.stderr[-3000:]
     for line in expect:
         assert line in done.stdout, done.stdout
+    for row in done.stdout.splitlines():
+        if " pods/s for " in row:  # a fixed-rate row: every pod of the stream was bound
+            assert row.endswith("| unbound at end: 0 |"), row
