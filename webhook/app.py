@@ -31,6 +31,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.logs import audit
+from vgpu_guard.webhook.fresh_queues import with_stored_queues
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
 from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
@@ -75,7 +76,9 @@ ROUTES: tuple[Route, ...] = (
 CONFIG = web.AppKey("config", GuardConfig)
 VIEWS = web.AppKey("views", ViewSource)
 METRICS = web.AppKey("metrics", AdmissionMetrics)
-# Only for recording a gang's placement (webhook/recording.py); decisions never read through it.
+# The admission path's few API calls, each with a short timeout: recording a gang's placement and
+# reading a missing PodGroup (webhook/recording.py), reading the stored Queues for a Queue write
+# (webhook/fresh_queues.py). Pods are otherwise judged on the cache alone.
 CLIENT = web.AppKey("client", ClusterClient)
 
 
@@ -217,13 +220,10 @@ def _handler(route: Route) -> Any:
         elif route.decide is not None:
             decision = route.decide(to_engine(review), config)
         else:
-            decision = await decide_and_record(
-                to_engine(review),
-                app[VIEWS].snapshot(config),
-                config,
-                phase=route.phase,
-                client=app.get(CLIENT),
-            )
+            request = to_engine(review)
+            client = app.get(CLIENT)
+            view = await with_stored_queues(request, app[VIEWS].snapshot(config), client)
+            decision = await decide_and_record(request, view, config, phase=route.phase, client=client)
         response = encode_response(review.uid, decision)
         elapsed = time.perf_counter() - started
         metrics = app[METRICS]

@@ -1,9 +1,11 @@
 """Where the webhook gets its ClusterView: the seam between watches and decisions.
 
-The admission path never calls the API server (a slow API server must not make every pod CREATE
+A pod is judged without calling the API server (a slow API server must not make every pod CREATE
 slow, and a webhook that calls the API server it serves can deadlock it). It asks a ``ViewSource``
 for the current snapshot instead: in a cluster, caches fed by list+watch
-(``vgpu_guard.kube.view_cache``); in tests and offline, a fixed view.
+(``vgpu_guard.kube.view_cache``); in tests and offline, a fixed view. The exceptions are rare writes
+whose answer a lagging cache would get wrong: a gang's first member (``recording.py``) and a Queue
+CREATE/UPDATE, judged on the Queues as stored (``fresh_queues.py``).
 """
 
 from __future__ import annotations

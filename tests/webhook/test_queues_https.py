@@ -3,6 +3,7 @@ capacity is denied with the exact numbers; the ones that fit are admitted; UPDAT
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,11 @@ from prometheus_client import CollectorRegistry
 
 from tests.builders import default_config
 from tests.webhook.conftest import admission_review
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.kube.resources import CRDS
+from vgpu_guard.kube.resources import QUEUES as QUEUE_RESOURCE
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
@@ -35,6 +40,80 @@ def review(
         operation=operation,
         old=old,
     )
+
+
+def _stored(queues: list[dict[str, Any]], faults: FaultPlan | None = None) -> MemoryClusterClient:
+    """An API server (the double) that stores ``queues``."""
+    store = Store()
+    crd = (
+        Path(__file__).resolve().parents[2] / "vgpu_guard/data/crds/volcano/scheduling.volcano.sh_queues.yaml"
+    )
+    store.create(CRDS, yaml.safe_load(crd.read_text()))
+    for queue in queues:
+        store.create(QUEUE_RESOURCE, queue)
+    return MemoryClusterClient(store, faults=faults)
+
+
+@contextlib.asynccontextmanager
+async def lagging_webhook(
+    server_ssl: ssl.SSLContext, client: MemoryClusterClient
+) -> AsyncIterator[RunningWebhook]:
+    """The webhook's cache has seen two of the three stored queues (the third's watch event is
+    still on its way, as after ``kubectl apply -f queues.yaml``)."""
+    config = default_config()
+    cluster = list(yaml.safe_load_all((SEED / "cluster.yaml").read_text()))
+    view = ClusterView.from_objects([*cluster, *QUEUES[:2]], config)
+    async with running_webhook(
+        config=config,
+        views=StaticViewSource(view),
+        ssl_context=server_ssl,
+        registry=CollectorRegistry(),
+        client=client,
+        host="127.0.0.1",
+        port=0,
+        ops_port=0,
+    ) as running:
+        yield running
+
+
+async def test_a_queue_stored_but_not_yet_cached_counts(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    """On the cache alone batch would fit (16 + 8 + 36 = 60 of 64); the stored notebooks queue
+    makes it 68, and the denial says so, for a dry run too."""
+    async with lagging_webhook(server_ssl, _stored(QUEUES[:3])) as webhook:
+        for dry_run in (False, True):
+            body = review(QUEUES[3])
+            body["request"]["dryRun"] = dry_run
+            response = await post(http, webhook, body)
+            assert response["allowed"] is False
+            assert response["status"]["message"] == (
+                "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 "
+                "but cluster capacity is 64 (8 Ready nodes); lower it to at most 32 or add nodes"
+            )
+
+
+async def test_a_child_queue_stored_but_not_yet_cached_keeps_its_parent(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    child = _queue("vision", parent="training")
+    async with lagging_webhook(server_ssl, _stored([*QUEUES[:3], child])) as webhook:
+        response = await post(http, webhook, _delete("training"))
+    assert response["allowed"] is False
+    assert "training is the parent of 1 queue(s) (vision)" in response["status"]["message"]
+
+
+async def test_when_the_queues_cannot_be_read_the_cached_ones_decide(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An API error on the read: judged as before the read existed (the cache), and logged."""
+    faults = FaultPlan()
+    faults.add(verb="list", resource=QUEUE_RESOURCE, error=unavailable_error(), times=None)
+    async with lagging_webhook(server_ssl, _stored(QUEUES[:3], faults)) as webhook:
+        response = await post(http, webhook, review(QUEUES[3]))
+    assert response["allowed"] is True
+    assert any("could not read the Queues" in r.getMessage() for r in caplog.records)
+    assert faults.log == [("list", "queues")]
 
 
 @pytest.fixture

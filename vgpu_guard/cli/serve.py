@@ -229,8 +229,9 @@ def _webhook(process: _Process, cache: ClusterCache) -> contextlib.AbstractAsync
         )
         process.spawn("certificate-files", lambda: run_file_reloader(context, files))
     process.checks.append(lambda: (context.loaded, "not ready: no serving certificate loaded yet"))
-    # Records a gang's placement on the admission path (webhook/recording.py): a short timeout,
-    # well inside the webhook's timeoutSeconds, on the same connection pool as the caches.
+    # The admission path's API calls (a gang's placement, a missing PodGroup, the stored Queues for
+    # a Queue write): a short timeout, well inside the webhook's timeoutSeconds, on the same
+    # connection pool as the caches.
     recorder = AioClusterClient(process.client.api, request_timeout=2.0)
     return running_webhook(
         config=config,
