@@ -7,7 +7,9 @@ run is unchanged.
 
 It writes to a copy of the terminal's file descriptor taken when the plugin is imported: ``-p``
 plugins are imported before pytest starts capturing output, so the copy is the real terminal,
-and a line written from the timer thread cannot end up in a test's captured output.
+and a line written from the timer thread cannot end up in a test's captured output. In a
+pytest-xdist worker, standard output is the channel to the controller process, so the copy is of
+standard error, which the workers share with the controller's terminal.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import time
 
 import pytest
 
-INTERVAL = 30.0
-_TERMINAL = os.dup(1)
+# PYTEST_HEARTBEAT_SECONDS: for the test that checks the lines reach the terminal.
+INTERVAL = float(os.environ.get("PYTEST_HEARTBEAT_SECONDS") or 30.0)
+_TERMINAL = os.dup(2 if os.environ.get("PYTEST_XDIST_WORKER") else 1)
 
 
 def still_running(nodeid: str, seconds: float) -> str:

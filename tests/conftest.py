@@ -4,7 +4,12 @@ real API server (``real_cluster``, see tests/real_cluster.py) that e2e, contract
 ``--long`` (or ``VGPU_GUARD_LONG=1``) enables tests marked ``slow`` and makes the bounded
 reliability and property tests run their long sizes; docs/reliability.md lists what each runs.
 Reliability tests report their counts through the ``reliability_report`` fixture; the lines are
-printed at the end of the run, so the default run shows them without ``-s``.
+printed at the end of the run, so the default run shows them without ``-s`` (they travel in the
+test reports, so a pytest-xdist run prints them too).
+
+scripts/check runs the suite on two pytest-xdist workers (``--dist worksteal``): tests marked
+``heavy`` (minutes each) are put at the head of different workers' shares, so they run side by
+side from the start instead of one after the other.
 """
 
 from __future__ import annotations
@@ -16,7 +21,20 @@ import pytest
 
 from tests.real_cluster import NOT_RUN, RealCluster, real_cluster, unavailable
 
-_REPORT = pytest.StashKey[list[str]]()
+_REPORT_PROPERTY = "reliability"
+
+
+class ReliabilityLines:
+    """Collects the ``reliability_report`` lines from the test reports, where they travel: under
+    pytest-xdist the summary is printed by the controller process, which sees only the reports."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Every phase's report carries all the properties so far: the teardown's has them all, once.
+        if report.when == "teardown":
+            self.lines.extend(str(v) for name, v in report.user_properties if name == _REPORT_PROPERTY)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,16 +50,45 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--long"):
         # Modules read the environment at import (after configure), so one switch drives both.
         os.environ["VGPU_GUARD_LONG"] = "1"
-    config.stash[_REPORT] = []
+    config.pluginmanager.register(ReliabilityLines(), "reliability-lines")
 
 
+@pytest.hookimpl(trylast=True)  # after every deselection: the workers' shares are of what will run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("VGPU_GUARD_LONG"):
-        return
-    skip = pytest.mark.skip(reason="long reliability run: pass --long or set VGPU_GUARD_LONG=1")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    if not os.environ.get("VGPU_GUARD_LONG"):
+        skip = pytest.mark.skip(reason="long reliability run: pass --long or set VGPU_GUARD_LONG=1")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
+    # Set in each pytest-xdist worker; every worker must reorder the same way (it does: no state).
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    items[:] = heavy_first(items, workers)
+
+
+def heavy_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered so each heavy test heads a different worker's first share.
+
+    pytest-xdist's ``worksteal`` hands worker ``i`` the next ``remaining // (workers - i)`` items
+    of the collection, in order, then balances by stealing from the back of the longest queue. In
+    collection order the heavy tests (the oracle, the allocation-safety run) fall into one share
+    and ran one after the other; at the head of different shares they start together.
+    """
+    heavy = [i for i in items if "heavy" in i.keywords]
+    if workers < 2 or not heavy:
+        return items
+    rest = [i for i in items if "heavy" not in i.keywords]
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for k, item in enumerate(heavy):
+        heads[k % workers].append(item)
+    out: list[pytest.Item] = []
+    remaining, taken = len(items), 0
+    for i, head in enumerate(heads):
+        size = remaining // (workers - i)
+        fill = max(0, size - len(head))
+        out += head + rest[taken : taken + fill]
+        taken += fill
+        remaining -= size
+    return out + rest[taken:]
 
 
 @pytest.fixture(scope="session")
@@ -56,7 +103,7 @@ def reliability_report(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Record a summary line (printed at the end of the run, and to stdout now)."""
 
     def report(line: str) -> None:
-        request.config.stash[_REPORT].append(f"{request.node.name}: {line}")
+        request.node.user_properties.append((_REPORT_PROPERTY, f"{request.node.name}: {line}"))
         print(line)
 
     return report
@@ -66,7 +113,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     not_run = config.stash.get(NOT_RUN, [])
     if not_run:
         terminalreporter.write_line(f"SKIPPED {sum(not_run)} real-cluster tests: {unavailable()}")
-    lines = config.stash.get(_REPORT, [])
+    collected = config.pluginmanager.get_plugin("reliability-lines")
+    lines = collected.lines if isinstance(collected, ReliabilityLines) else []
     if lines:
         terminalreporter.section("reliability summary")
         for line in lines:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -61,6 +63,7 @@ def test_a_long_test_gets_lines_and_a_short_one_none() -> None:
 
 def test_check_loads_the_heartbeat_and_silences_the_banners() -> None:
     assert "-p pytest_heartbeat --durations=15" in CHECK
+    assert '-n "$workers" --dist worksteal' in CHECK
     assert "lint-imports --no-logo" in CHECK
     assert "PYTHONWARNINGS=ignore .venv/bin/python -m pip install" in CHECK
 
@@ -78,3 +81,24 @@ def test_every_mypy_override_names_a_module_the_package_imports() -> None:
         for module in modules:
             name = re.escape(module.removesuffix(".*"))
             assert re.search(rf"^\s*(from|import) {name}\b", sources, re.MULTILINE), module
+
+
+def test_under_xdist_heartbeats_and_reliability_lines_reach_the_terminal(tmp_path: Path) -> None:
+    """What CI shows from a two-worker run: a worker's heartbeat (its standard output is the channel
+    to the controller), and the reliability summary (the lines travel in the test reports)."""
+    slow = tmp_path / "test_slow.py"
+    slow.write_text("import time\n\ndef test_sleeps():\n    time.sleep(2.5)\n")
+    quick = "tests/reliability/test_api_faults.py::test_controller_converges_under_api_faults[409-conflicts]"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts"), "PYTEST_HEARTBEAT_SECONDS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "pytest_heartbeat", "-n", "2", "--dist", "worksteal",
+         "-p", "no:cacheprovider", quick, str(slow)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown[-3000:]
+    assert re.search(r"still running \S*::test_sleeps \(\d+ s\)", shown), shown
+    assert "reliability summary" in done.stdout, done.stdout
+    assert (
+        "test_controller_converges_under_api_faults[409-conflicts]: API faults 409-conflicts" in done.stdout
+    )

@@ -43,6 +43,7 @@ def _table(rows: list[Row], base: int) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(900)
 async def test_per_node_feasibility_agrees_with_kube_scheduler(
     real_api: RealCluster, reliability_report: object

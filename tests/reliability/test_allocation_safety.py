@@ -125,6 +125,7 @@ def quiet_controller() -> Iterator[None]:
 
 
 # 137-188 s per seed on this 2-core VM; the suite's 300 s default is too tight for a slower runner.
+@pytest.mark.heavy
 @pytest.mark.timeout(1_800)
 @pytest.mark.parametrize("seed", [20250609, *([7, 11] if LONG else [])])
 async def test_random_operations_never_overcommit_leak_or_duplicate(
