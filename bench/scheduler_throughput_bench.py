@@ -25,7 +25,9 @@ requests this bench sent itself (pod creates, stand-in patches, heartbeats), spl
 the rest. The ratio row is ours / kube-scheduler's in the same run.
 
 ``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) for the
-protocol floor and our side, p50/p99 and whether a backlog grew (pods still unbound at the end).
+protocol floor, the floor plus one compare-and-swap GPULedger write before each bind (what issue 19
+requires of every bind, and nothing else), and our side: p50/p99 and whether a backlog grew (pods
+still unbound at the end).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,9 @@ import yaml
 from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane, free_port
 from vgpu_guard.engine.assignment import allocation_annotations
-from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant
+from vgpu_guard.engine.cluster import NodeInfo, node_info
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
+from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient
@@ -188,13 +192,21 @@ class ProtocolFloor:
     above this floor's is a bound no vGPU scheduler on the same two cores can pass.
     """
 
-    def __init__(self, admin: AioClusterClient, nodes: list[str], *, qps: int, burst: int) -> None:
+    def __init__(
+        self, admin: AioClusterClient, nodes: list[str], *, qps: int, burst: int, ledgers: bool = False
+    ) -> None:
         # Binds and Events on buckets of their own, as our controller and kube-scheduler split them.
         self.client = RateLimitedClient(
             admin, bucket(qps, burst), events=bucket(qps, burst)
         ) if qps else admin  # fmt: skip
         self.nodes = nodes
         self.sent = 0
+        # With ``ledgers``: before each Binding, the node's GPULedger gets the pod's entry in one
+        # compare-and-swap write, encoded as our controller encodes it (summary included), one
+        # write at a time per node: the write issue 19 requires before every bind, and nothing else.
+        self.ledgers: dict[str, NodeLedger] | None = {} if ledgers else None
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._infos = {name: _node_info(name) for name in nodes} if ledgers else {}
 
     async def bind(self, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -210,8 +222,41 @@ class ProtocolFloor:
         )
         notes = allocation_annotations(entry, node=node, now=int(time.time()))
         client: ClusterClient = self.client  # type: ignore[assignment]
+        if self.ledgers is not None:
+            held = replace(entry, committed=True, reserved_at=int(time.time()))
+            await self._write_ledger(client, node, held)
         await client.bind(meta["namespace"], meta["name"], node=node, annotations=notes, uid=meta["uid"])
         await client.create(EVENTS, _scheduled_event(pod, node), namespace=meta["namespace"])
+
+    async def _write_ledger(self, client: ClusterClient, node: str, entry: Allocation) -> None:
+        assert self.ledgers is not None
+        async with self._locks.setdefault(node, asyncio.Lock()):
+            old = self.ledgers.get(node) or NodeLedger(node=node)
+            new = old.with_allocation(entry)
+            body = encode_ledger(new, ledger_summary(new, self._infos[node]))
+            if old.resource_version is None:
+                written = await client.create(LEDGERS, body)
+            else:
+                written = await client.replace(LEDGERS, body)
+            self.ledgers[node] = replace(new, resource_version=written["metadata"]["resourceVersion"])
+
+
+def _node_info(name: str) -> NodeInfo:
+    from vgpu_guard.configfile import load_config
+
+    node, status = node_objects(name)
+    return node_info({**node, **status}, load_config(env={}))
+
+
+async def delete_ledgers(admin: AioClusterClient) -> None:
+    """Remove the ledgers a floor run wrote: our controller must start on an empty fleet."""
+    listed = await admin.list(LEDGERS)
+
+    async def delete(name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await admin.delete(LEDGERS, name)
+
+    await gather_bounded((delete(o["metadata"]["name"]) for o in listed.items), 32)
 
 
 def _scheduled_event(pod: Obj, node: str) -> Obj:
@@ -555,13 +600,17 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
                 floor_latency = []
                 if qps == args.qps[0]:
                     for i, rate in enumerate(args.latency_rates):
-                        row = await run_side(
-                            plane, admin, fleet, ours=True, pods=int(rate * args.latency_seconds),
-                            rate=rate, tag=f"l{i}",
-                            floor=ProtocolFloor(admin, fleet.names, qps=qps, burst=2 * qps),
-                        )  # fmt: skip
-                        row["rate"] = rate
-                        floor_latency.append(row)
+                        for ledgers in (False, True):
+                            row = await run_side(
+                                plane, admin, fleet, ours=True, pods=int(rate * args.latency_seconds),
+                                rate=rate, tag=f"l{i}{'w' if ledgers else ''}",
+                                floor=ProtocolFloor(
+                                    admin, fleet.names, qps=qps, burst=2 * qps, ledgers=ledgers
+                                ),
+                            )  # fmt: skip
+                            row["rate"], row["ledgers"] = rate, ledgers
+                            floor_latency.append(row)
+                            await delete_ledgers(admin)
                 await namespace_ready(admin, "vgpu-guard")
                 with controller_process(
                     plane,
@@ -634,8 +683,9 @@ def table(results: list[dict[str, Any]]) -> str:
             rows.append(f"| {label} | {name} | {s['binds_per_s']} | {s['p50_ms']} | {s['p99_ms']} | "
                         f"{s['requests_per_bind']} | {s['events_per_bind']} | {ratio} |")  # fmt: skip
     for r in results:
-        for name, key in (("protocol floor", "floor_latency"), ("vgpu-guard", "latency")):
+        for side, key in (("protocol floor", "floor_latency"), ("vgpu-guard", "latency")):
             for row in r[key]:
+                name = "protocol floor + a CAS ledger write per pod" if row.get("ledgers") else side
                 rows.append(f"| {r['qps']}/{2 * r['qps']} | {name} at {row['rate']} pods/s for "
                             f"{row['pods'] / row['rate']:.0f} s | {row['binds_per_s']} | {row['p50_ms']} | "
                             f"{row['p99_ms']} | {row['requests_per_bind']} | {row['events_per_bind']} | "

@@ -1,5 +1,6 @@
 """The order scripts/check's pytest-xdist workers get the suite in (tests/conftest.py ``heavy_first``):
-each minutes-long test heads a different worker's first share, and nothing is lost or repeated."""
+the minutes-long tests head the first worker's share, one after another, and nothing is lost,
+repeated or reordered otherwise."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def first_shares(items: list[pytest.Item], workers: int) -> list[list[str]]:
     out, start = [], 0
     for i in range(workers):
         size = (len(items) - start) // (workers - i)
-        out.append([cast(Item, it).name for it in items[start : start + size]])
+        out.append(names(items[start : start + size]))
         start += size
     return out
 
@@ -35,22 +36,14 @@ def names(items: list[pytest.Item]) -> list[str]:
 
 
 @pytest.mark.parametrize("workers", [2, 3])
-def test_each_heavy_test_heads_a_different_worker_share(workers: int) -> None:
-    items = suite(1739, {1500, 1700})  # in collection order both fall into the last share
+def test_heavy_tests_head_the_first_share_and_the_rest_keeps_its_order(workers: int) -> None:
+    items = suite(1739, {1500, 1700})  # in collection order both fall late in the last share
     out = heavy_first(items, workers)
-    assert sorted(names(out)) == sorted(names(items))
-    heads = [share[0] for share in first_shares(out, workers)]
-    assert heads[:2] == ["t1500", "t1700"]
-    # The rest keeps its collection order (the suites' own fixtures are scoped to files and packages).
-    assert [n for n in names(out) if n not in ("t1500", "t1700")] == [
-        n for n in names(items) if n not in ("t1500", "t1700")
-    ]
-
-
-def test_more_heavy_tests_than_workers_take_turns() -> None:
-    out = heavy_first(suite(100, {10, 20, 30}), 2)
-    shares = first_shares(out, 2)
-    assert shares[0][:2] == ["t10", "t30"] and shares[1][0] == "t20"
+    shares = first_shares(out, workers)
+    assert shares[0][:2] == ["t1500", "t1700"]
+    assert all("t1500" not in s and "t1700" not in s for s in shares[1:])
+    light = [n for n in names(items) if n not in ("t1500", "t1700")]
+    assert names(out)[2:] == light
 
 
 @pytest.mark.parametrize(("workers", "heavy"), [(0, {5}), (1, {5}), (2, set())])

@@ -598,8 +598,21 @@ class Guard:
                 self.admin.delete(BY_KIND[obj["kind"]], meta["name"], namespace=meta.get("namespace"))
             )
         await attempt(self.admin.delete(NAMESPACES, NAMESPACE))
+        # As `kubectl delete namespace` waits: the next install (a worker coming back to the e2e
+        # package) must not find the namespace still terminating ("unable to create new content").
+        try:
+            await until(f"namespace {NAMESPACE} deleted", self._namespace_gone, within=120.0)
+        except (AssertionError, KubeError) as e:
+            errors.append(str(e))
         if errors:
             raise HarnessError("tear-down could not delete everything: " + "; ".join(errors))
+
+    async def _namespace_gone(self) -> bool:
+        try:
+            await self.admin.get(NAMESPACES, NAMESPACE)
+        except NotFound:
+            return True
+        return False
 
 
 # -- nodes without kubelets ---------------------------------------------------------------------
