@@ -13,6 +13,9 @@ with the device plugin's annotation) and, one after the other in the same run:
   (next node in turn, our Binding's annotations, one Event) and confirmed by the stand-in: no
   decision, no ledger. What the device plugin's handshake alone costs the shared cores, so the
   best any vGPU scheduler could reach here (``ProtocolFloor``);
+* ``protocol floor + a CAS ledger write per pod``: the same, plus the node's GPULedger written with
+  the pod's entry (compare-and-swap, encoded as our controller encodes it) before each Binding:
+  what issue 19 requires before every bind, and nothing else;
 * ``vgpu-guard``: ``vgpu-guard serve controller`` as a subprocess with the same QPS/burst, and a
   stream of vGPU pods (1 vGPU, 1024 MiB) with ``schedulerName: vgpu-guard``; a device-plugin stand-in
   in this process confirms each assignment at once (``bind-phase=success``), as the real plugin does
@@ -24,10 +27,8 @@ Requests per bind: the API server's own ``apiserver_request_total`` delta over t
 requests this bench sent itself (pod creates, stand-in patches, heartbeats), split into Events and
 the rest. The ratio row is ours / kube-scheduler's in the same run.
 
-``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) for the
-protocol floor, the floor plus one compare-and-swap GPULedger write before each bind (what issue 19
-requires of every bind, and nothing else), and our side: p50/p99 and whether a backlog grew (pods
-still unbound at the end).
+``--latency-rates``: at the first QPS, pods at a fixed rate for 60 s (``--latency-seconds``) for both
+floors and our side: p50/p99 and whether a backlog grew (pods still unbound at the end).
 """
 
 from __future__ import annotations
@@ -597,6 +598,11 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
                     plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="t",
                     floor=ProtocolFloor(admin, fleet.names, qps=qps, burst=2 * qps),
                 )  # fmt: skip
+                floor_ledger = await run_side(
+                    plane, admin, fleet, ours=True, pods=args.pods, rate=args.rate, tag="tw",
+                    floor=ProtocolFloor(admin, fleet.names, qps=qps, burst=2 * qps, ledgers=True),
+                )  # fmt: skip
+                await delete_ledgers(admin)
                 floor_latency = []
                 if qps == args.qps[0]:
                     for i, rate in enumerate(args.latency_rates):
@@ -645,9 +651,11 @@ async def one_qps(args: argparse.Namespace, qps: int, workdir: Path) -> dict[str
         "qps": qps,
         "kube_scheduler": kube,
         "protocol_floor": floor,
+        "floor_with_ledger": floor_ledger,
         "vgpu_guard": ours,
         "ratio": to_kube(ours),
         "floor_ratio": to_kube(floor),
+        "floor_with_ledger_ratio": to_kube(floor_ledger),
         "latency": latency,
         "floor_latency": floor_latency,
     }
@@ -673,6 +681,7 @@ def table(results: list[dict[str, Any]]) -> str:
     sides = (
         ("kube-scheduler", "kube_scheduler", None),
         (floor, "protocol_floor", "floor_ratio"),
+        ("protocol floor + a CAS ledger write per pod", "floor_with_ledger", "floor_with_ledger_ratio"),
         ("vgpu-guard", "vgpu_guard", "ratio"),
     )
     for r in results:

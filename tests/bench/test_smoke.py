@@ -44,6 +44,7 @@ def test_smoke(script: str, expect: str) -> None:
             [
                 "| 500/1000 | kube-scheduler |",
                 "| 500/1000 | protocol floor (",
+                "| 500/1000 | protocol floor + a CAS ledger write per pod |",
                 "| 500/1000 | vgpu-guard |",
                 "| 500/1000 | protocol floor at 20.0 pods/s for 2 s |",
                 "| 500/1000 | protocol floor + a CAS ledger write per pod at 20.0 pods/s for 2 s |",
