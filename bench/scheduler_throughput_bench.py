@@ -65,7 +65,7 @@ from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
+from vgpu_guard.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
 from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
 
@@ -222,7 +222,7 @@ class ProtocolFloor:
             containers=(ContainerGrant(0, "main", (DeviceGrant(card, 1024, 0),)),),
         )
         notes = allocation_annotations(entry, node=node, now=int(time.time()))
-        client: ClusterClient = self.client  # type: ignore[assignment]
+        client: ClusterClient = self.client
         if self.ledgers is not None:
             held = replace(entry, committed=True, reserved_at=int(time.time()))
             await self._write_ledger(client, node, held)
@@ -295,6 +295,11 @@ class Side:
     confirmations: int = 0
     all_bound: asyncio.Event = field(default_factory=asyncio.Event)
     expected: int = 0
+    # Requests the overloaded API server refused or timed out (a run goes on and reports them).
+    failed: dict[str, int] = field(default_factory=dict)
+
+    def failure(self, what: str) -> None:
+        self.failed[what] = self.failed.get(what, 0) + 1
 
     def latencies_ms(self) -> list[float]:
         return sorted((self.bound[n] - self.created[n]) * 1000 for n in self.bound if n in self.created)
@@ -332,9 +337,13 @@ async def watch_binds(admin: AioClusterClient, side: Side, *, confirm: bool) -> 
 
 async def _confirm(admin: AioClusterClient, side: Side, name: str) -> None:
     body = {"metadata": {"annotations": {"volcano.sh/bind-phase": "success"}}}
-    with contextlib.suppress(NotFound):
+    try:
         await admin.patch(PODS, name, body, namespace=side.namespace)
         side.confirmations += 1
+    except NotFound:
+        pass
+    except KubeError:
+        side.failure("confirmations")
 
 
 async def stream(
@@ -355,10 +364,20 @@ async def stream(
 
     async def create(name: str) -> None:
         body = pod_object(name, ours=ours, scheduler_name=scheduler_name)
-        created = await admin.create(PODS, body, namespace=side.namespace)
+        try:
+            created = await admin.create(PODS, body, namespace=side.namespace)
+        except KubeError:
+            side.failure("creates")  # never created: not waited for, not counted
+            side.expected -= 1
+            if len(side.bound) >= side.expected > 0:
+                side.all_bound.set()
+            return
         side.created[name] = time.monotonic()
         if on_created is not None:
-            await on_created(created)
+            try:
+                await on_created(created)
+            except KubeError:
+                side.failure("floor binds")
 
     for i in range(count):
         due = start + i / rate
@@ -437,6 +456,7 @@ def summarize(
         # etcd serve both sides; "bench" is this process: creates, the watch, the stand-in).
         "cpu_ms_per_bind": {k: round(v * 1000 / binds, 2) for k, v in cpu.items()} if binds else None,
         "requests": {k: v for k, v in sorted(requests.items()) if v and k not in ("total", "events")},
+        "failed": dict(side.failed),
     }
 
 
@@ -698,8 +718,13 @@ def table(results: list[dict[str, Any]]) -> str:
                 rows.append(f"| {r['qps']}/{2 * r['qps']} | {name} at {row['rate']} pods/s for "
                             f"{row['pods'] / row['rate']:.0f} s | {row['binds_per_s']} | {row['p50_ms']} | "
                             f"{row['p99_ms']} | {row['requests_per_bind']} | {row['events_per_bind']} | "
-                            f"unbound at end: {row['pods'] - row['bound']} |")  # fmt: skip
+                            f"unbound at end: {row['pods'] - row['bound']}{_failed(row)} |")  # fmt: skip
     return "\n".join(rows)
+
+
+def _failed(row: dict[str, Any]) -> str:
+    failed = row.get("failed") or {}
+    return "".join(f"; {n} {what} failed" for what, n in sorted(failed.items()))
 
 
 async def main_async(args: argparse.Namespace) -> int:
