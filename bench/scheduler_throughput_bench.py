@@ -207,7 +207,7 @@ class ProtocolFloor:
         # write at a time per node: the write issue 19 requires before every bind, and nothing else.
         self.ledgers: dict[str, NodeLedger] | None = {} if ledgers else None
         self._locks: dict[str, asyncio.Lock] = {}
-        self._infos = {name: _node_info(name) for name in nodes} if ledgers else {}
+        self._infos = _node_infos(nodes) if ledgers else {}
 
     async def bind(self, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -242,11 +242,16 @@ class ProtocolFloor:
             self.ledgers[node] = replace(new, resource_version=written["metadata"]["resourceVersion"])
 
 
-def _node_info(name: str) -> NodeInfo:
+def _node_infos(names: list[str]) -> dict[str, NodeInfo]:
+    """The fleet's nodes parsed as the controller parses them (for the ledger summaries)."""
     from vgpu_guard.configfile import load_config
 
-    node, status = node_objects(name)
-    return node_info({**node, **status}, load_config(env={}))
+    config = load_config(env={})
+    infos = {}
+    for name in names:
+        node, status = node_objects(name)
+        infos[name] = node_info({**node, **status}, config)
+    return infos
 
 
 async def delete_ledgers(admin: AioClusterClient) -> None:

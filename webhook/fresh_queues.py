@@ -21,7 +21,6 @@ import asyncio
 import logging
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
 from vgpu_guard.engine.admission import AdmissionRequest
 from vgpu_guard.engine.cluster import ClusterView
@@ -57,10 +56,7 @@ async def with_stored_queues(
             extra={"fields": {"queue": request.name, "error": str(e) or type(e).__name__}},
         )
         return view
-    queues: dict[str, Any] = {}
-    for obj in items:
-        name = (obj.get("metadata") or {}).get("name")
-        if isinstance(name, str) and name:
-            # List items carry no kind (the list does); the view's readers expect whole objects.
-            queues[name] = {"apiVersion": QUEUES.api_version, "kind": QUEUES.kind, **obj}
-    return replace(view, queues=MappingProxyType(queues))
+    # The clients give list items their kind (kube/client.py typed_items), as the cache's are.
+    by_name = {str((obj.get("metadata") or {}).get("name") or ""): obj for obj in items}
+    by_name.pop("", None)
+    return replace(view, queues=MappingProxyType(by_name))

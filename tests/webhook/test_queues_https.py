@@ -42,6 +42,23 @@ def review(
     )
 
 
+def _webhook(
+    server_ssl: ssl.SSLContext, objects: list[dict[str, Any]], client: MemoryClusterClient | None = None
+) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
+    """The webhook over HTTPS whose cache holds ``objects``; ``client``: the API server it may read."""
+    config = default_config()
+    return running_webhook(
+        config=config,
+        views=StaticViewSource(ClusterView.from_objects(objects, config)),
+        ssl_context=server_ssl,
+        registry=CollectorRegistry(),
+        client=client,
+        host="127.0.0.1",
+        port=0,
+        ops_port=0,
+    )
+
+
 def _stored(queues: list[dict[str, Any]], faults: FaultPlan | None = None) -> MemoryClusterClient:
     """An API server (the double) that stores ``queues``."""
     store = Store()
@@ -54,26 +71,13 @@ def _stored(queues: list[dict[str, Any]], faults: FaultPlan | None = None) -> Me
     return MemoryClusterClient(store, faults=faults)
 
 
-@contextlib.asynccontextmanager
-async def lagging_webhook(
+def lagging_webhook(
     server_ssl: ssl.SSLContext, client: MemoryClusterClient
-) -> AsyncIterator[RunningWebhook]:
+) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
     """The webhook's cache has seen two of the three stored queues (the third's watch event is
     still on its way, as after ``kubectl apply -f queues.yaml``)."""
-    config = default_config()
     cluster = list(yaml.safe_load_all((SEED / "cluster.yaml").read_text()))
-    view = ClusterView.from_objects([*cluster, *QUEUES[:2]], config)
-    async with running_webhook(
-        config=config,
-        views=StaticViewSource(view),
-        ssl_context=server_ssl,
-        registry=CollectorRegistry(),
-        client=client,
-        host="127.0.0.1",
-        port=0,
-        ops_port=0,
-    ) as running:
-        yield running
+    return _webhook(server_ssl, [*cluster, *QUEUES[:2]], client)
 
 
 async def test_a_queue_stored_but_not_yet_cached_counts(
@@ -118,19 +122,9 @@ async def test_when_the_queues_cannot_be_read_the_cached_ones_decide(
 
 @pytest.fixture
 async def seed_webhook(server_ssl: ssl.SSLContext) -> AsyncIterator[RunningWebhook]:
-    config = default_config()
     cluster = list(yaml.safe_load_all((SEED / "cluster.yaml").read_text()))
     # The three queues that fit are already in the cluster; "batch" arrives.
-    view = ClusterView.from_objects([*cluster, *QUEUES[:3]], config)
-    async with running_webhook(
-        config=config,
-        views=StaticViewSource(view),
-        ssl_context=server_ssl,
-        registry=CollectorRegistry(),
-        host="127.0.0.1",
-        port=0,
-        ops_port=0,
-    ) as running:
+    async with _webhook(server_ssl, [*cluster, *QUEUES[:3]]) as running:
         yield running
 
 
@@ -176,17 +170,8 @@ def _queue(name: str, parent: str = "") -> dict[str, Any]:
 
 @pytest.fixture
 async def tree_webhook(server_ssl: ssl.SSLContext) -> AsyncIterator[RunningWebhook]:
-    config = default_config()
     queues = [_queue("research"), _queue("vision", "research"), _queue("nlp", "research"), _queue("solo")]
-    async with running_webhook(
-        config=config,
-        views=StaticViewSource(ClusterView.from_objects(queues, config)),
-        ssl_context=server_ssl,
-        registry=CollectorRegistry(),
-        host="127.0.0.1",
-        port=0,
-        ops_port=0,
-    ) as running:
+    async with _webhook(server_ssl, queues) as running:
         yield running
 
 
