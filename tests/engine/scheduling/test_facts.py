@@ -3,6 +3,7 @@ units (``resources``); the pods counted per node (``Workloads``)."""
 
 from __future__ import annotations
 
+import random
 from fractions import Fraction
 from typing import Any
 
@@ -13,8 +14,9 @@ from vgpu_guard.engine.pod_request import NodeSelectorRequirement, NodeSelectorT
 from vgpu_guard.engine.quantity import QuantityError
 from vgpu_guard.engine.resources import add_into, amount, scheduler_units
 from vgpu_guard.engine.scheduling import pod_facts, unsupported_message
-from vgpu_guard.engine.scheduling.facts import AffinityTerm, HostPort
+from vgpu_guard.engine.scheduling.facts import AffinityTerm, HostPort, PodFacts, has_required_anti_affinity
 from vgpu_guard.engine.scheduling.labels import LabelSelector, Requirement, parse_selector
+from vgpu_guard.engine.scheduling.workloads import Workloads
 
 
 def test_identity_labels_and_node() -> None:
@@ -329,6 +331,77 @@ def test_assume_moves_a_pod_and_forget_gives_its_place_back() -> None:
     assert placed.usage("n2").pods == {} and placed.anti_affinity_pods == 0
     placed.forget("uid-default-b")  # unknown: nothing happens
     assert placed.node_of("uid-default-b") is None
+
+
+def _snapshot(placed: Workloads, nodes: list[str]) -> list[object]:
+    return [
+        [(n, placed.usage(n).pods, placed.usage(n).requested, +placed.usage(n).ports) for n in nodes],
+        placed.anti_affinity_pods,
+        sorted((n, sorted(u.pods)) for n, u in placed.nodes_with_pods() if u.pods),
+    ]
+
+
+def test_a_deferred_pod_reads_as_an_assumed_one() -> None:
+    """defer + reads == assume + reads, through moves, forgets and re-placements."""
+    rng = random.Random(7)
+    pods = [
+        pod(f"p{i}", node="n1", requests={"cpu": f"{rng.randint(1, 9)}00m"},
+            containers=[container(ports=[{"containerPort": 1, "hostPort": 8000 + rng.randint(0, 3)}])]
+            if rng.random() < 0.3 else None,
+            anti_affinity=[term(WEB, "zone")] if rng.random() < 0.3 else None)
+        for i in range(40)
+    ]  # fmt: skip
+    eager, lazy = Workloads(), Workloads()
+    nodes = ["n1", "n2", "n3"]
+    for step in range(300):
+        p = rng.choice(pods)
+        uid, target = p["metadata"]["uid"], rng.choice(nodes)
+        if rng.random() < 0.2:
+            eager.forget(uid)
+            lazy.forget(uid)
+        else:
+            eager.assume(pod_facts(p), target)
+            lazy.defer(uid, target, p, pod_facts)
+        assert lazy.node_of(uid) == eager.node_of(uid)
+        assert lazy.anti_affinity_pods == eager.anti_affinity_pods
+        assert [lazy.epoch(n) for n in nodes] == [eager.epoch(n) for n in nodes]
+        if step % 7 == 0:  # reading folds some nodes while others still wait
+            read = rng.choice(nodes)
+            assert lazy.usage(read).requested == eager.usage(read).requested
+    assert _snapshot(lazy, nodes) == _snapshot(eager, nodes)
+
+
+def test_a_deferred_pod_is_derived_only_when_its_node_is_read() -> None:
+    derived: list[str] = []
+
+    def derive(p: dict[str, Any]) -> PodFacts:
+        derived.append(p["metadata"]["name"])
+        return pod_facts(p)
+
+    placed = Workloads()
+    a = pod("a", node="n1", requests={"cpu": "1"})
+    b = pod("b", node="n2", requests={"cpu": "2"}, anti_affinity=[term(WEB, "zone")])
+    placed.defer("uid-default-a", "n1", a, derive)
+    placed.defer("uid-default-b", "n2", b, derive)
+    assert derived == [] and placed.anti_affinity_pods == 1  # read off the raw pod
+    assert placed.usage("n1").requested == {"cpu": 1000} and derived == ["a"]
+    assert placed.usage("n1").requested == {"cpu": 1000} and derived == ["a"]  # counted once
+    placed.forget("uid-default-b")  # never derived, gone without a trace
+    assert derived == ["a"] and placed.anti_affinity_pods == 0 and placed.usage("n2").pods == {}
+
+
+def test_has_required_anti_affinity_agrees_with_the_facts() -> None:
+    shapes: list[Any] = [None, {}, {"podAntiAffinity": None}, {"podAntiAffinity": {}},
+                         {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
+                         {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "x"}},
+                         {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}},
+                         {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}},
+                         {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}]  # fmt: skip
+    for affinity in shapes:
+        raw = pod("a", node="n1")
+        raw["spec"]["affinity"] = affinity
+        assert has_required_anti_affinity(raw) == bool(pod_facts(raw).anti_affinity), affinity
+    assert has_required_anti_affinity({"spec": "not a map"}) is False
 
 
 def test_workloads_index_claims_volumes_and_namespace_labels() -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "HostPort",
     "PodFacts",
     "SpreadConstraint",
+    "has_required_anti_affinity",
     "pod_facts",
 ]
 
@@ -225,6 +226,13 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
         tolerations=tolerations_of(spec),
         unsupported=_unsupported(spec),
     )
+
+
+def has_required_anti_affinity(pod: Mapping[str, Any]) -> bool:
+    """``bool(pod_facts(pod).anti_affinity)`` without deriving the rest: every item of the required
+    list becomes one term, so the list being non-empty is the whole answer."""
+    affinity = as_mapping(as_mapping(as_mapping(pod.get("spec")).get("affinity")).get("podAntiAffinity"))
+    return bool(as_list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution")))
 
 
 # What ``pod_facts`` reads of the spec besides the node name (with the namespace and labels).
