@@ -41,9 +41,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PodRecord:
-    """What the controller reads of one pod, computed once per pod version."""
+    """What the controller reads of one pod, computed once per pod version; never changed after
+    (a new version gets a new record). Not ``frozen``: a frozen init costs 3.5x as much, ~0.3 s of
+    a start on 100,000 pods."""
 
     key: Key
     uid: str
@@ -89,12 +91,21 @@ def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
         deleting=bool(meta.get("deletionTimestamp")),
         ours=spec.get("schedulerName") == scheduler,
         whole=whole_card_gpus(pod),
-        group=next((str(g) for k, g in notes.items() if k in GROUP_ANNOTATIONS and g), ""),
+        group=_group_of(notes),
         phase=str(notes.get(BIND_PHASE) or ""),
         vgpu_node=str(notes.get(VGPU_NODE) or ""),
         bind_time=plain_int(str(notes.get(BIND_TIME, "0"))) or 0,
         assignment=str(notes.get(VGPU_IDS) or ""),
     )
+
+
+def _group_of(notes: Mapping[str, Any]) -> str:
+    """The PodGroup name, read in ``pod_request``'s order (the first group annotation that is set
+    wins), so a pod carrying both names counts as running in the group its request names."""
+    for key in GROUP_ANNOTATIONS:
+        if notes.get(key):
+            return str(notes[key])
+    return ""
 
 
 @dataclass

@@ -21,6 +21,8 @@ from vgpu_guard.engine.ledger import (
     LedgerError,
     MigSlot,
     NodeLedger,
+    _decode_allocation,
+    _well_formed_allocation,
     cached_ledger,
     check_invariants,
     check_write,
@@ -280,3 +282,57 @@ def test_a_cached_ledger_that_does_not_decode_keeps_why() -> None:
         with pytest.raises(LedgerError) as cached_error:
             decode_ledger(cached)
         assert str(cached_error.value) == str(raw_error.value)
+
+
+# Any JSON value a hand-edited or foreign entry may hold where the writer puts a string or number.
+_json_scalar = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 2**40), st.floats(allow_nan=False), st.text("0a1", max_size=3)
+)
+
+
+def _mostly(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Usually what the writer writes, sometimes anything: the fast path must be reached often."""
+    return st.tuples(st.integers(0, 7), valid, _json_scalar).map(lambda t: t[2] if t[0] == 7 else t[1])
+
+
+_device = st.fixed_dictionaries(
+    {"uuid": _mostly(st.just("GPU-a")), "memoryMiB": _mostly(st.integers(0, 9)), "cores": _mostly(st.integers(0, 100))},
+    optional={"mig": st.one_of(st.none(), st.fixed_dictionaries({"group": st.just("g"), "profile": st.just("1g"),
+                                                                  "position": st.integers(0, 3)}))},
+)  # fmt: skip
+_container = st.fixed_dictionaries(
+    {"index": _mostly(st.integers(0, 3)), "devices": _mostly(st.lists(_device, max_size=2))},
+    optional={"name": _json_scalar},  # read leniently: any value, never an error
+)  # fmt: skip
+_entry = st.fixed_dictionaries(
+    {"podUID": _mostly(st.just("u")), "namespace": _mostly(st.just("ns")), "name": _mostly(st.just("p")),
+     "containers": _mostly(st.lists(_container, max_size=2))},
+    optional={"queue": _json_scalar, "reservedAt": _mostly(st.integers(0, 2**40)), "podGroup": _json_scalar,
+              "adopted": _json_scalar, "committed": _json_scalar},  # all but reservedAt read leniently
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(_entry)
+def test_the_well_formed_fast_path_reads_what_the_checked_path_reads(raw: dict[str, Any]) -> None:
+    """Start-up decodes take the fast path; it may only decline (None), never read differently."""
+    fast = _well_formed_allocation(raw)
+    try:
+        checked: Allocation | LedgerError = _decode_allocation(raw, "entry")
+    except LedgerError as e:
+        checked = e
+    if fast is not None:
+        assert fast == checked
+    if (
+        isinstance(checked, Allocation)
+        and not any(d.mig for d in checked.grants())
+        and not isinstance(raw.get("reservedAt"), float | str | bool)
+    ):
+        assert fast == checked  # what our writer writes is never sent down the slow path
+
+
+@pytest.mark.parametrize("value", ["soon", [1], {"s": 1}, True, float("inf")])
+def test_an_unreadable_reserved_at_is_an_error_naming_the_field(value: object) -> None:
+    entry = {"podUID": "u", "namespace": "ns", "name": "p", "containers": [], "reservedAt": value}
+    with pytest.raises(LedgerError, match=r"spec.allocations\[0\].reservedAt: expected an integer"):
+        decode_ledger({"metadata": {"name": "n"}, "spec": {"nodeName": "n", "allocations": [entry]}})

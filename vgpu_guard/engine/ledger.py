@@ -398,6 +398,55 @@ def _field(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
     return value
 
 
+def _well_formed_allocation(raw: object) -> Allocation | None:
+    """The entry as ``_decode_allocation`` reads it when every field has exactly the type our
+    writer gives it and no device is a MIG instance; None sends anything else down the checked
+    path (which names the field). Exact type tests and no field paths built ahead of an error:
+    a start decodes 100,000 entries, ~2.5x faster this way; a property test holds both equal."""
+    if type(raw) is not dict:
+        return None
+    raw_containers = raw.get("containers")
+    if type(raw_containers) is not list:
+        return None
+    containers = []
+    for c in raw_containers:
+        if type(c) is not dict:
+            return None
+        index, raw_devices = c.get("index"), c.get("devices")
+        if type(index) is not int or type(raw_devices) is not list:
+            return None
+        devices = []
+        for d in raw_devices:
+            if type(d) is not dict or d.get("mig") is not None:
+                return None
+            uuid, memory, cores = d.get("uuid"), d.get("memoryMiB"), d.get("cores")
+            if type(uuid) is not str or type(memory) is not int or type(cores) is not int:
+                return None
+            devices.append(DeviceGrant(sys.intern(uuid), memory, cores))
+        containers.append(ContainerGrant(index, str(c.get("name") or ""), tuple(devices)))
+    uid, namespace, name, reserved = (
+        raw.get("podUID"),
+        raw.get("namespace"),
+        raw.get("name"),
+        raw.get("reservedAt"),
+    )
+    if type(uid) is not str or type(namespace) is not str or type(name) is not str:
+        return None
+    if reserved is not None and type(reserved) is not int:
+        return None
+    return Allocation(
+        pod_uid=uid,
+        namespace=sys.intern(namespace),
+        name=name,
+        queue=sys.intern(str(raw.get("queue") or "")),
+        containers=tuple(containers),
+        reserved_at=reserved or 0,
+        group=str(raw.get("podGroup") or ""),
+        adopted=bool(raw.get("adopted", False)),
+        committed=bool(raw.get("committed", False)),
+    )
+
+
 def _decode_allocation(raw: object, path: str) -> Allocation:
     if not isinstance(raw, Mapping):
         raise LedgerError(f"{path}: expected an object")
@@ -445,11 +494,24 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
         name=_field(raw, "name", str, path),
         queue=sys.intern(str(raw.get("queue") or "")),
         containers=tuple(containers),
-        reserved_at=int(raw.get("reservedAt") or 0),
+        reserved_at=_reserved_at(raw.get("reservedAt"), path),
         group=str(raw.get("podGroup") or ""),
         adopted=bool(raw.get("adopted", False)),
         committed=bool(raw.get("committed", False)),
     )
+
+
+def _reserved_at(value: object, path: str) -> int:
+    """Unix seconds; absent reads as 0. A number in a string or a float is read as before; what is
+    not a number at all is an error naming the field, never a crash of the reader."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise LedgerError(f"{path}.reservedAt: expected an integer, got {value!r}")
+    try:
+        return int(value)
+    except (ValueError, OverflowError):
+        raise LedgerError(f"{path}.reservedAt: expected an integer, got {value!r}") from None
 
 
 # The key under which a cached ledger carries its decoded form (never an API field: it has no
@@ -507,7 +569,9 @@ def decode_ledger(obj: Mapping[str, Any]) -> NodeLedger:
     if not isinstance(raw_list, list):
         raise LedgerError(f"GPULedger {node}: spec.allocations must be a list")
     for i, raw in enumerate(raw_list):
-        allocation = _decode_allocation(raw, f"GPULedger {node}: spec.allocations[{i}]")
+        allocation = _well_formed_allocation(raw) or _decode_allocation(
+            raw, f"GPULedger {node}: spec.allocations[{i}]"
+        )
         if allocation.pod_uid in allocations:
             raise LedgerError(f"GPULedger {node}: pod uid {allocation.pod_uid} appears twice")
         allocations[allocation.pod_uid] = allocation
