@@ -23,6 +23,7 @@ Per pass:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -705,6 +706,10 @@ class AllocationController:
         if not self.background_events:
             await self.binder.drain()
             result.errors.extend(self.binder.failures)
+        else:
+            # Let the bindings just started put their requests on the wire before the pass goes on
+            # with status reports and the invariant report (5,000 nodes at a start).
+            await asyncio.sleep(0)
         result.bound.extend(self._bound_keys[before:])
 
     def _waiting(self, allocator: Allocator, pending: Mapping[str, Obj]) -> dict[str, list[Waiting]]:
