@@ -53,17 +53,13 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
-from vgpu_guard.engine.scheduling import FactsMemo, PodFacts
+from vgpu_guard.engine.scheduling import FactsMemo, PodFacts, Workloads
 from vgpu_guard.kube.bounded import gather_bounded
-from vgpu_guard.kube.client import ClusterClient, list_all
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import (
     LEDGERS,
-    NAMESPACES,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
     PODS,
-    Resource,
 )
 from vgpu_guard.logs import audit
 
@@ -185,6 +181,8 @@ class AllocationController:
         self._reported_bad: dict[str, str] = {}
         self._unreconciled: set[str] = set()
         self._last_error: str | None = None
+        # The workloads that last indexed the side objects (claims, volumes, namespaces), and their version.
+        self._side_indexed: tuple[Workloads, tuple[int, ...] | None] | None = None
 
     # --- parsing, once per object version ------------------------------------------------------
 
@@ -225,9 +223,6 @@ class AllocationController:
         self.reports.forget_pods(gone)
 
     # --- writes --------------------------------------------------------------------------------
-
-    async def _list(self, resource: Resource, *, optional: bool = False) -> list[Obj]:
-        return await list_all(self.client, resource, optional=optional)
 
     async def _write_ledger(self, old: NodeLedger, new: NodeLedger, info: NodeInfo | None = None) -> None:
         # The summary (kubectl columns) rides in the same CAS write; ``info``: the node's registration.
@@ -581,11 +576,12 @@ class AllocationController:
         )
         if not (needs_volumes or needs_namespaces):
             return
-        self.world.workloads.set_objects(
-            claims=await self._list(PERSISTENT_VOLUME_CLAIMS, optional=True) if needs_volumes else (),
-            volumes=await self._list(PERSISTENT_VOLUMES, optional=True) if needs_volumes else (),
-            namespaces=await self._list(NAMESPACES) if needs_namespaces else (),
-        )
+        side = await self.inputs.side_objects(volumes=needs_volumes, namespaces=needs_namespaces)
+        workloads = self.world.workloads  # a resync starts a new one, which has indexed nothing yet
+        if side.version is not None and self._side_indexed == (workloads, side.version):
+            return  # the same objects these workloads already index
+        workloads.set_objects(claims=side.claims, volumes=side.volumes, namespaces=side.namespaces)
+        self._side_indexed = (workloads, side.version)
 
     async def _decide(self, generation: tuple[int, ...] | None, result: PassResult) -> None:
         now = int(self.clock())

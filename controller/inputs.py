@@ -5,6 +5,11 @@
 - ``CachedInputs``: informers (list once, watch, relist only on 410) for pods, and the shared
   ``ClusterCache`` for nodes, ledgers, queues and PodGroups. No request on a pass's read path.
 
+Claims, volumes and namespaces (``side_objects``) are read only for pods that need them (a claim,
+affinity terms that count other namespaces' pods). ``ListedInputs`` lists them for such a pass;
+``CachedInputs`` starts their informers the first time a pass needs them and reads the cache after
+(one namespace LIST per pass was most of a busy controller's reads once any pod had anti-affinity).
+
 A cache can lag the server, so the cached source keeps client-go's *mutation cache* rules for our
 own writes: a ledger we just wrote is used until the informer delivers that resourceVersion or a
 newer one, and a pod we just bound counts as bound (and its node as busy with the plugin's
@@ -16,9 +21,10 @@ is gone) is checked by the controller with a GET before it releases anything (``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -29,8 +35,19 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient, list_all
+from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, QUEUES
+from vgpu_guard.kube.resources import (
+    LEDGERS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODGROUPS,
+    PODS,
+    QUEUES,
+    Resource,
+)
 from vgpu_guard.kube.sharing import SharedParts
 from vgpu_guard.kube.view_cache import ClusterCache
 
@@ -39,6 +56,10 @@ __all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs"]
 Obj = dict[str, Any]
 K = TypeVar("K")
 OVERLAY_TTL_SECONDS = 30.0
+
+
+# Seconds a pass waits for a side cache's first LIST (claims, volumes, namespaces) before it fails.
+SIDE_SYNC_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +81,24 @@ class PassInputs:
     changed_ledgers: set[str] | None = None
 
 
+@dataclass(frozen=True)
+class SideObjects:
+    """What only some pods need read: claims and volumes (volume filters), namespaces (their labels,
+    for affinity terms with a namespaceSelector). Empty where not asked for."""
+
+    claims: Sequence[Obj] = ()
+    volumes: Sequence[Obj] = ()
+    namespaces: Sequence[Obj] = ()
+    # Equal versions mean equal objects (None: unknown, as for LISTs).
+    version: tuple[int, ...] | None = None
+
+
 class InputSource(Protocol):
     """Where a pass reads from; told about our own writes so the next read includes them."""
 
     async def read(self, config: GuardConfig) -> PassInputs: ...
+
+    async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects: ...
 
     def wrote_ledger(self, obj: Obj) -> None: ...
 
@@ -89,6 +124,13 @@ class ListedInputs:
             nodes={_name(o): o for o in nodes},
             view=view,
             fresh=True,
+        )
+
+    async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects:
+        return SideObjects(
+            claims=await list_all(self.client, PERSISTENT_VOLUME_CLAIMS, optional=True) if volumes else (),
+            volumes=await list_all(self.client, PERSISTENT_VOLUMES, optional=True) if volumes else (),
+            namespaces=await list_all(self.client, NAMESPACES) if namespaces else (),
         )
 
     def wrote_ledger(self, obj: Obj) -> None:
@@ -236,6 +278,18 @@ class CachedInputs:
             transform=functools.partial(project_pod, share=SharedParts()),
         )
         self._clock = clock
+
+        def side(resource: Resource) -> Informer:
+            return Informer(
+                client, resource, backoff=Backoff(), sleep=sleep, watch_timeout_seconds=watch_timeout_seconds
+            )
+
+        # Started by the first pass that needs them (``side_objects``), not before: a cluster whose
+        # pods never use claims or namespace selectors never watches them.
+        self.claims = side(PERSISTENT_VOLUME_CLAIMS)
+        self.volumes = side(PERSISTENT_VOLUMES)
+        self.namespaces = side(NAMESPACES)
+        self._side_tasks: dict[str, asyncio.Task[None]] = {}
         self.changed = asyncio.Event()
         # Moves when a node, Queue or PodGroup changed in a way a decision can see (not heartbeats).
         self.generation = 0
@@ -244,6 +298,8 @@ class CachedInputs:
         self.cluster.nodes.add_handler(self._on_node)
         self.cluster.queues.add_handler(self._on_other)
         self.cluster.podgroups.add_handler(self._on_other)
+        for informer in (self.claims, self.volumes, self.namespaces):
+            informer.add_handler(self._on_other)  # a claim bound, a namespace relabelled: decide again
         self._ledger_overlay: dict[str, tuple[float, Obj]] = {}
         self._pod_overlay: dict[str, tuple[float, Obj]] = {}
         self._changed_pods: set[Key] | None = None  # None until the first read: compare all
@@ -299,9 +355,48 @@ class CachedInputs:
         try:
             await asyncio.gather(*tasks)
         finally:
+            tasks.extend(self._side_tasks.values())
+            self._side_tasks.clear()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects:
+        """From their caches, started at the first need; a cache that has no complete LIST after
+        ``SIDE_SYNC_SECONDS`` fails the pass (retried with backoff) with the informer's error."""
+        wanted = [
+            informer
+            for informer, needed in (
+                (self.claims, volumes),
+                (self.volumes, volumes),
+                (self.namespaces, namespaces),
+            )
+            if needed
+        ]
+        for informer in wanted:
+            if informer.resource.plural not in self._side_tasks:
+                self._side_tasks[informer.resource.plural] = asyncio.create_task(
+                    informer.run(), name=f"informer-{informer.resource.plural}"
+                )
+        late = [informer for informer in wanted if not informer.synced]
+        if late:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(i.wait_synced() for i in late)), SIDE_SYNC_SECONDS)
+        late = [informer for informer in late if not informer.synced]
+        if late:
+            raise KubeError(
+                "; ".join(
+                    f"{i.resource.plural} could not be read in {SIDE_SYNC_SECONDS:.0f}s "
+                    f"({i.last_error or 'no answer yet'})"
+                    for i in late
+                )
+            )
+        return SideObjects(
+            claims=list(self.claims.items.values()) if volumes else (),
+            volumes=list(self.volumes.items.values()) if volumes else (),
+            namespaces=list(self.namespaces.items.values()) if namespaces else (),
+            version=(self.claims.version, self.volumes.version, self.namespaces.version, volumes, namespaces),
+        )
 
     # -- our own writes (client-go's mutation cache) ------------------------------------------------
 

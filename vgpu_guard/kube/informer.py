@@ -107,6 +107,7 @@ class Informer:
         self.lists = 0
         self.watches = 0
         self.errors = 0
+        self.last_error: str | None = None  # the last failure since the last good LIST, for callers
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -138,6 +139,7 @@ class Informer:
                 if need_list:
                     await self._list()
                     need_list = False
+                    self.last_error = None
                     self.backoff.reset()
                 if await self._watch():
                     expired_in_row = 0
@@ -171,6 +173,7 @@ class Informer:
                 await self._sleep(self.absent_recheck_seconds)
             except Exception as e:  # every other failure: log, back off, retry; never crash
                 self.errors += 1
+                self.last_error = f"{type(e).__name__}: {e}"
                 delay = self.backoff.next()
                 log.warning("%s: %s: %s; retrying in %.1fs", self.resource.plural, type(e).__name__, e, delay)
                 await self._sleep(delay)
