@@ -290,6 +290,7 @@ class World:
                     self._forget(self.records[old_uid], changes)  # same name, a new pod
                     changes.gone.add(old_uid)
             self.pods[record.uid] = obj
+            self.workloads.refresh(record.uid, obj)
             if previous == record:
                 continue
             if previous is not None:

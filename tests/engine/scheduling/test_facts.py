@@ -390,6 +390,26 @@ def test_a_deferred_pod_is_derived_only_when_its_node_is_read() -> None:
     assert derived == ["a"] and placed.anti_affinity_pods == 0 and placed.usage("n2").pods == {}
 
 
+def test_a_deferred_pod_is_derived_from_its_newest_version() -> None:
+    derived: list[str] = []
+
+    def derive(p: dict[str, Any]) -> PodFacts:
+        derived.append(p["metadata"]["resourceVersion"])
+        return pod_facts(p)
+
+    placed = Workloads()
+    old = pod("a", node="n1", requests={"cpu": "1"})
+    old["metadata"]["resourceVersion"] = "1"
+    placed.defer("uid-default-a", "n1", old, derive)
+    new = pod("a", node="n1", requests={"cpu": "1"}, labels={"app": "web"})
+    new["metadata"]["resourceVersion"] = "2"
+    placed.refresh("uid-default-a", new)
+    placed.refresh("uid-default-b", new)  # not placed: nothing happens
+    assert placed.usage("n1").pods["uid-default-a"].labels == {"app": "web"} and derived == ["2"]
+    placed.refresh("uid-default-a", old)  # counted already: the facts stay as derived
+    assert placed.usage("n1").pods["uid-default-a"].labels == {"app": "web"} and derived == ["2"]
+
+
 def test_has_required_anti_affinity_agrees_with_the_facts() -> None:
     shapes: list[Any] = [None, {}, {"podAntiAffinity": None}, {"podAntiAffinity": {}},
                          {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},

@@ -135,6 +135,19 @@ class Workloads:
         if has_required_anti_affinity(pod):
             self._anti.add(uid)
 
+    def refresh(self, uid: str, pod: Obj) -> None:
+        """A newer version of a pod not counted yet: derive from it when its node is read, and do
+        not keep the old version alive meanwhile (at 100,000 pods, every status update would)."""
+        node = self._where.get(uid)
+        waiting = self._deferred.get(node) if node is not None else None
+        if waiting is None or uid not in waiting:
+            return
+        waiting[uid] = (pod, waiting[uid][1])
+        if has_required_anti_affinity(pod):
+            self._anti.add(uid)
+        else:
+            self._anti.discard(uid)
+
     def forget(self, uid: str) -> None:
         node = self._where.pop(uid, None)
         if node is None:
