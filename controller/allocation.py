@@ -408,7 +408,9 @@ class AllocationController:
 
         for uid in sorted(dirty, key=order):
             record = world.records.get(uid)
-            held = sorted(world.entries.get(uid, ()))
+            held = world.entries.get(uid, ())
+            if len(held) > 1:
+                held = tuple(sorted(held))
             for name in held:
                 if name not in world.bad:
                     self._check_entry(world.ledgers[name].allocations[uid], name, record, step, ledger)
