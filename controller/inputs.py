@@ -59,7 +59,10 @@ OVERLAY_TTL_SECONDS = 30.0
 
 
 # Seconds a pass waits for a side cache's first LIST (claims, volumes, namespaces) before it fails.
-SIDE_SYNC_SECONDS = 10.0
+# Well inside the Lease (15 s), which is renewed between passes: a cache that cannot sync (RBAC
+# missing) must not cost the leader its Lease. The LIST goes on in the background; a pass that gave
+# up is retried with backoff and finds the cache synced.
+SIDE_SYNC_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
