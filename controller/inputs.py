@@ -389,8 +389,8 @@ class CachedInputs:
         if late:
             raise KubeError(
                 "; ".join(
-                    f"{i.resource.plural} could not be read in {SIDE_SYNC_SECONDS:.0f}s "
-                    f"({i.last_error or 'no answer yet'})"
+                    f"{i.resource.plural} could not be read in {SIDE_SYNC_SECONDS:g} s "
+                    f"({i.last_error or 'no answer yet'}); the pass is retried"
                     for i in late
                 )
             )

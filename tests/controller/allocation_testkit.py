@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -14,13 +16,14 @@ from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerViolation, NodeLedger, check_invariants, decode_ledger
 from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, PODS
 
-__all__ = ["Cluster", "FakeClock", "config", "gpu_node", "vgpu_pod"]
+__all__ = ["Cluster", "FakeClock", "config", "gpu_node", "running", "until", "vgpu_pod"]
 
 Obj = dict[str, Any]
 
@@ -186,3 +189,25 @@ def seed_000() -> Cluster:
             f"busy-{i}", node="gpu-0", ids=f"GPU-gpu-0-{i},NVIDIA,24576,0:", memory=24576
         )
     return cluster
+
+
+@contextlib.asynccontextmanager
+async def running(inputs: CachedInputs) -> AsyncIterator[None]:
+    """``inputs``' informers running (and synced) for the block."""
+    task = asyncio.ensure_future(inputs.run())
+    try:
+        await asyncio.wait_for(inputs.wait_synced(), 5)
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def until(check: Callable[[], object]) -> None:
+    """Wait (up to 3 s) for a watch to deliver what ``check`` looks for."""
+    for _ in range(300):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -420,3 +421,51 @@ async def test_a_pod_bound_and_gone_between_two_passes_leaves_nothing_in_the_wor
     cluster.create_pod(vgpu_pod("second", memory=1000, affinity=away))
     await cluster.converge(controller)
     assert cluster.bound().get("second") == "a"
+
+
+def _overcommitted_cluster() -> Cluster:
+    """Node a's first GPU holds 36,864 MiB of 24,576 (adopted as is); node b is free."""
+    cluster = Cluster([gpu_node("a", 2), gpu_node("b", 1)])
+    for i in range(3):
+        cluster.bound_with_assignment(f"old-{i}", node="a", ids="GPU-a-0,NVIDIA,12288,0:", memory=12288)
+    return cluster
+
+
+async def test_a_pass_sends_its_bindings_before_it_checks_the_nodes_for_overcommit() -> None:
+    """At a start the check covers every node (seconds at 5,000): the first bind must not wait."""
+    cluster = _overcommitted_cluster()
+    controller = cluster.replica()
+    controller.background_events = True  # as run_controller runs it: bindings are tasks
+    await controller.run_once()  # adopts the old pods (a pass that writes stops there)
+    cluster.create_pod(vgpu_pod("new", memory=1000))
+    sent: list[str] = []
+    sent_when_checked: list[list[str]] = []
+    bind, check = controller.client.bind, controller.reports.violations
+
+    async def sending(namespace: str, name: str, **kwargs: Any) -> Any:
+        sent.append(name)  # the request has left the pass: the client holds it
+        return await bind(namespace, name, **kwargs)
+
+    async def checking(*args: Any, **kwargs: Any) -> None:
+        sent_when_checked.append(list(sent))
+        await check(*args, **kwargs)
+
+    controller.client.bind = sending  # type: ignore[method-assign]
+    controller.reports.violations = checking  # type: ignore[method-assign]
+    await controller.run_once()
+    await controller.settle()
+    assert sent_when_checked[0] == ["new"] and "new" in cluster.bound()
+    assert cluster.events("GPUOvercommitted")
+
+
+async def test_the_overcommit_check_runs_when_the_decision_fails() -> None:
+    cluster = _overcommitted_cluster()
+    controller = cluster.replica()
+    await controller.run_once()  # adopts the old pods
+
+    async def failing(*_: Any) -> None:
+        raise unavailable_error("the API server is unavailable")
+
+    controller._decide = failing  # type: ignore[method-assign]
+    result = await controller.run_once()
+    assert result.errors and cluster.events("GPUOvercommitted")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 from typing import Any
 
-from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, gpu_node, running, until, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters
 from vgpu_guard.controller.pod_projection import project_pod
@@ -86,26 +84,6 @@ def test_replicas_share_their_equal_pieces() -> None:
     assert r1["spec"]["tolerations"] is r0["spec"]["tolerations"]
     assert r1["metadata"]["labels"] is r0["metadata"]["labels"] and r1["status"] is r0["status"]
     assert r1["metadata"]["uid"] != r0["metadata"]["uid"]  # identity is never shared
-
-
-@contextlib.asynccontextmanager
-async def running(inputs: CachedInputs) -> Any:
-    task = asyncio.ensure_future(inputs.run())
-    try:
-        await asyncio.wait_for(inputs.wait_synced(), 5)
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def until(check: Any) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached")
 
 
 async def test_our_binding_counts_until_the_informer_shows_it_and_wakes_no_pass() -> None:

@@ -334,5 +334,6 @@ def test_the_well_formed_fast_path_reads_what_the_checked_path_reads(raw: dict[s
 @pytest.mark.parametrize("value", ["soon", [1], {"s": 1}, True, float("inf")])
 def test_an_unreadable_reserved_at_is_an_error_naming_the_field(value: object) -> None:
     entry = {"podUID": "u", "namespace": "ns", "name": "p", "containers": [], "reservedAt": value}
-    with pytest.raises(LedgerError, match=r"spec.allocations\[0\].reservedAt: expected an integer"):
+    with pytest.raises(LedgerError) as refused:
         decode_ledger({"metadata": {"name": "n"}, "spec": {"nodeName": "n", "allocations": [entry]}})
+    assert str(refused.value) == f"GPULedger n: spec.allocations[0].reservedAt: expected an integer, got {value!r}"

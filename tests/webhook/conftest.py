@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.builders import A100_40, default_config, gpu_node, view_of
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
@@ -51,19 +53,31 @@ def config() -> GuardConfig:
     return default_config()
 
 
-@pytest.fixture
-async def webhook(
-    config: GuardConfig, views: StaticViewSource, server_ssl: ssl.SSLContext
-) -> AsyncIterator[RunningWebhook]:
-    async with running_webhook(
+def serving(
+    config: GuardConfig,
+    views: StaticViewSource,
+    server_ssl: ssl.SSLContext,
+    client: ClusterClient | None = None,
+) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
+    """The webhook over HTTPS on a free loopback port, answering from ``views``; ``client``: the
+    API server it may read (None: none)."""
+    return running_webhook(
         config=config,
         views=views,
         ssl_context=server_ssl,
         registry=CollectorRegistry(),
+        client=client,
         host="127.0.0.1",
         port=0,
         ops_port=0,
-    ) as running:
+    )
+
+
+@pytest.fixture
+async def webhook(
+    config: GuardConfig, views: StaticViewSource, server_ssl: ssl.SSLContext
+) -> AsyncIterator[RunningWebhook]:
+    async with serving(config, views, server_ssl) as running:
         yield running
 
 

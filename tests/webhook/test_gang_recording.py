@@ -17,16 +17,15 @@ import aiohttp
 import jsonpatch
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from tests.builders import config_with
 from tests.engine.test_gang import LABEL, cluster, member, podgroup, terms
-from tests.webhook.conftest import admission_review
+from tests.webhook.conftest import admission_review, serving
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS
-from vgpu_guard.webhook.server import RunningWebhook, running_webhook
+from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
 
 CONFIG = config_with(topology={"ibClusterLabel": LABEL})
@@ -68,18 +67,7 @@ async def start(
     server_ssl: ssl.SSLContext,
 ) -> RunningWebhook:
     views = StaticViewSource(cluster(*view_objects))
-    return await stack.enter_async_context(
-        running_webhook(
-            config=CONFIG,
-            views=views,
-            ssl_context=server_ssl,
-            registry=CollectorRegistry(),
-            client=client,
-            host="127.0.0.1",
-            port=0,
-            ops_port=0,
-        )
-    )
+    return await stack.enter_async_context(serving(CONFIG, views, server_ssl, client))
 
 
 async def mutate(

@@ -12,16 +12,15 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry
 
 from tests.builders import default_config
-from tests.webhook.conftest import admission_review
+from tests.webhook.conftest import admission_review, serving
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.kube.resources import CRDS
 from vgpu_guard.kube.resources import QUEUES as QUEUE_RESOURCE
-from vgpu_guard.webhook.server import RunningWebhook, running_webhook
+from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
 
 SEED = Path(__file__).resolve().parents[2] / "examples" / "queue-guarantees"
@@ -47,16 +46,7 @@ def _webhook(
 ) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
     """The webhook over HTTPS whose cache holds ``objects``; ``client``: the API server it may read."""
     config = default_config()
-    return running_webhook(
-        config=config,
-        views=StaticViewSource(ClusterView.from_objects(objects, config)),
-        ssl_context=server_ssl,
-        registry=CollectorRegistry(),
-        client=client,
-        host="127.0.0.1",
-        port=0,
-        ops_port=0,
-    )
+    return serving(config, StaticViewSource(ClusterView.from_objects(objects, config)), server_ssl, client)
 
 
 def _stored(queues: list[dict[str, Any]], faults: FaultPlan | None = None) -> MemoryClusterClient:

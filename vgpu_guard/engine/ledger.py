@@ -434,13 +434,28 @@ def _well_formed_allocation(raw: object) -> Allocation | None:
         return None
     if reserved is not None and type(reserved) is not int:
         return None
+    return _allocation(
+        raw, uid=uid, namespace=namespace, name=name, containers=tuple(containers), reserved_at=reserved or 0
+    )
+
+
+def _allocation(
+    raw: Mapping[str, Any],
+    *,
+    uid: str,
+    namespace: str,
+    name: str,
+    containers: tuple[ContainerGrant, ...],
+    reserved_at: int,
+) -> Allocation:
+    """An entry from its checked fields; the rest are read leniently (absent or odd: empty, false)."""
     return Allocation(
         pod_uid=uid,
         namespace=sys.intern(namespace),
         name=name,
         queue=sys.intern(str(raw.get("queue") or "")),
-        containers=tuple(containers),
-        reserved_at=reserved or 0,
+        containers=containers,
+        reserved_at=reserved_at,
         group=str(raw.get("podGroup") or ""),
         adopted=bool(raw.get("adopted", False)),
         committed=bool(raw.get("committed", False)),
@@ -488,16 +503,13 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
                 devices=tuple(devices),
             )
         )
-    return Allocation(
-        pod_uid=_field(raw, "podUID", str, path),
-        namespace=sys.intern(_field(raw, "namespace", str, path)),
+    return _allocation(
+        raw,
+        uid=_field(raw, "podUID", str, path),
+        namespace=_field(raw, "namespace", str, path),
         name=_field(raw, "name", str, path),
-        queue=sys.intern(str(raw.get("queue") or "")),
         containers=tuple(containers),
         reserved_at=_reserved_at(raw.get("reservedAt"), path),
-        group=str(raw.get("podGroup") or ""),
-        adopted=bool(raw.get("adopted", False)),
-        committed=bool(raw.get("committed", False)),
     )
 
 

@@ -4,6 +4,7 @@ units (``resources``); the pods counted per node (``Workloads``)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -371,13 +372,19 @@ def test_a_deferred_pod_reads_as_an_assumed_one() -> None:
     assert _snapshot(lazy, nodes) == _snapshot(eager, nodes)
 
 
-def test_a_deferred_pod_is_derived_only_when_its_node_is_read() -> None:
-    derived: list[str] = []
+def _recording(derived: list[str], field: str) -> Callable[[dict[str, Any]], PodFacts]:
+    """``pod_facts`` that notes each pod's metadata ``field`` as it derives it."""
 
     def derive(p: dict[str, Any]) -> PodFacts:
-        derived.append(p["metadata"]["name"])
+        derived.append(p["metadata"][field])
         return pod_facts(p)
 
+    return derive
+
+
+def test_a_deferred_pod_is_derived_only_when_its_node_is_read() -> None:
+    derived: list[str] = []
+    derive = _recording(derived, "name")
     placed = Workloads()
     a = pod("a", node="n1", requests={"cpu": "1"})
     b = pod("b", node="n2", requests={"cpu": "2"}, anti_affinity=[term(WEB, "zone")])
@@ -392,11 +399,7 @@ def test_a_deferred_pod_is_derived_only_when_its_node_is_read() -> None:
 
 def test_a_deferred_pod_is_derived_from_its_newest_version() -> None:
     derived: list[str] = []
-
-    def derive(p: dict[str, Any]) -> PodFacts:
-        derived.append(p["metadata"]["resourceVersion"])
-        return pod_facts(p)
-
+    derive = _recording(derived, "resourceVersion")
     placed = Workloads()
     old = pod("a", node="n1", requests={"cpu": "1"})
     old["metadata"]["resourceVersion"] = "1"
