@@ -336,4 +336,7 @@ def test_an_unreadable_reserved_at_is_an_error_naming_the_field(value: object) -
     entry = {"podUID": "u", "namespace": "ns", "name": "p", "containers": [], "reservedAt": value}
     with pytest.raises(LedgerError) as refused:
         decode_ledger({"metadata": {"name": "n"}, "spec": {"nodeName": "n", "allocations": [entry]}})
-    assert str(refused.value) == f"GPULedger n: spec.allocations[0].reservedAt: expected an integer, got {value!r}"
+    assert (
+        str(refused.value)
+        == f"GPULedger n: spec.allocations[0].reservedAt: expected an integer, got {value!r}"
+    )
