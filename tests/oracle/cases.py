@@ -31,6 +31,7 @@ GPU_MEMORY = 24576
 TWIN = "oracle.vgpu-guard.io/twin"
 ZONE = "topology.kubernetes.io/zone"
 CLAIM = "data"
+MAX_NODES = 8  # a case's fleet: 2 to MAX_NODES nodes
 
 
 @dataclass
@@ -154,7 +155,7 @@ def _pod(rng: random.Random, zone_key: str, *, probe: bool) -> PodSpec:
 def generate(seed: int, zone_key: str) -> Case:
     rng = random.Random(seed)
     nodes = []
-    for _ in range(rng.randint(2, 8)):
+    for _ in range(rng.randint(2, MAX_NODES)):
         node = NodeSpec(
             cpu=rng.choice(["2", "4", "4", "8", "3500m"]),
             memory=rng.choice(["2Gi", "4Gi", "8Gi", "16Gi"]),
@@ -202,13 +203,23 @@ def node_name(fleet: str, index: int) -> str:
     return f"oracle-{fleet}-{index}"
 
 
+PARKED = NodeSpec(cpu="1", memory="1Gi", pods=1, storage="1Gi", zone=None)
+
+
 def render_node(
-    spec: NodeSpec, *, fleet: str, side: str, index: int, zone_key: str, now: str
+    spec: NodeSpec | None, *, fleet: str, side: str, index: int, zone_key: str, now: str
 ) -> tuple[Obj, Obj]:
     """The Node and its status (written through nodes/status: the kubelet's part, with a fresh
-    heartbeat so the node lifecycle controller keeps it Ready for the case's few seconds)."""
+    heartbeat so the node lifecycle controller keeps it Ready).
+
+    ``spec`` None parks the node: a fleet keeps its nodes across cases, and a case with fewer
+    nodes leaves the rest parked, with no label at all. Every pod selects its fleet by label, and
+    in 1.20 spread counts only the nodes that match the pod's node selector, inter-pod (anti-)
+    affinity only nodes that carry the topology key, so a parked node is invisible to the case.
+    """
     name = node_name(fleet, index)
-    labels = {HOSTNAME: name, FLEET_LABEL: fleet}
+    labels = {} if spec is None else {HOSTNAME: name, FLEET_LABEL: fleet}
+    spec = spec or PARKED
     if spec.zone is not None:
         labels[zone_key] = spec.zone
         labels[ZONE] = spec.zone  # VolumeZone reads only the well-known zone label
@@ -322,10 +333,11 @@ def render_pod(
     }
 
 
-def render_volume(volume: VolumeSpec, *, fleet: str, namespace: str, zone_key: str) -> tuple[Obj, Obj]:
-    """A static PersistentVolume pre-bound to the claim ``data`` (the PV controller completes the
-    binding) and that claim; the volume's node affinity selects a zone or one node."""
-    name = f"oracle-{fleet}-pv"
+def render_volume(
+    volume: VolumeSpec, *, name: str, fleet: str, namespace: str, zone_key: str
+) -> tuple[Obj, Obj]:
+    """A static PersistentVolume ``name`` pre-bound to the claim ``data`` (the PV controller
+    completes the binding) and that claim; the volume's node affinity selects a zone or one node."""
     if volume.host is not None:
         requirement = {"key": HOSTNAME, "operator": "In", "values": [node_name(fleet, volume.host)]}
         labels = {}

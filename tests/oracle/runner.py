@@ -2,13 +2,18 @@
 (in-process, ``run_controller`` as ``serve controller`` runs it: informers, leader Lease, binder)
 the vGPU twin. Both run on their own; the oracle only creates pods and reads the verdicts.
 
-Cases run in waves of ``slots`` at once. Each case gets two fleets (one per side, never shared),
-every node tainted with a probe-only NoSchedule taint whose value is its index. Step ``j`` creates
-the probe pod on both sides tolerating only value ``j`` (so node ``j`` is the only candidate), and
-reads the verdicts from the API: bound, or ``PodScheduled=False``. No node changes while a case
-runs, so kube-scheduler never judges with a stale node cache (pods reach it in order on one watch
-stream). Probe pods are deleted before the next step, so each node is judged against the fleet's
-existing pods alone.
+Cases run in waves of ``slots`` at once. Each slot owns two fleets of ``MAX_NODES`` nodes (one
+per side, never shared), created once and re-rendered for every wave's case: a node the case does
+not use is parked (no label, so no pod selects or counts it). Every node carries a probe-only
+NoSchedule taint whose value is its index. Step ``j`` creates the probe pod on both sides
+tolerating only value ``j`` (so node ``j`` is the only candidate), and reads the verdicts from the
+API: bound, or ``PodScheduled=False``. No node changes while a case runs, so kube-scheduler never
+judges with a stale node cache (pods reach it in order on one watch stream). Probe pods are
+deleted before the next step, so each node is judged against the fleet's existing pods alone.
+
+Why fleets are kept rather than created per wave: a node created and deleted costs the control
+plane about nine requests and two Events (the node lifecycle controller registers and removes it,
+our ledger is deleted), and that churn was half of the oracle's API traffic.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +32,7 @@ import yaml
 
 from tests.oracle.cases import (
     CLAIM,
+    MAX_NODES,
     OVERHEAD,
     RUNTIME_CLASS,
     Case,
@@ -38,6 +44,7 @@ from tests.oracle.cases import (
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.resources import (
     CRDS,
     LEDGERS,
@@ -52,7 +59,8 @@ from vgpu_guard.kube.resources import (
 Obj = dict[str, Any]
 SIDES = ("kube", "ours")
 ROLE_LABEL = "oracle.vgpu-guard.io/role"
-HEARTBEAT_SECONDS = 15.0
+NOT_READY = "node.kubernetes.io/not-ready"
+HEARTBEAT_SECONDS = 100.0  # kube-controller-manager --node-monitor-grace-period=300s
 DECIDE_SECONDS = 30.0
 POLL_SECONDS = 0.05
 CONCURRENCY = 32  # requests in flight at once
@@ -85,7 +93,8 @@ def namespace(slot: int, side: str) -> str:
 
 
 def _condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for c in (pod.get("status") or {}).get("conditions") or []:
+    conditions: list[Mapping[str, Any]] = (pod.get("status") or {}).get("conditions") or []
+    for c in conditions:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return c
     return None
@@ -95,13 +104,23 @@ class Oracle:
     def __init__(self, admin: AioClusterClient, slots: int) -> None:
         self.admin = admin
         self.slots = slots
-        # Fleets are named per wave: a node name the node lifecycle controller saw deleted a moment
-        # ago would come back with that node's stale health record.
         self.wave = 0
+        self.nodes = [
+            node_name(self.fleet(s, side), i)
+            for s in range(slots)
+            for side in SIDES
+            for i in range(MAX_NODES)
+        ]
+        self._rendered: dict[str, tuple[Obj | None, Obj | None]] = {}  # name -> (node part, allocatable)
         self._alive: asyncio.Task[None] | None = None
+        self._heartbeats: asyncio.Task[None] | None = None
+        # The probes as both schedulers leave them, from one watch: polling with a LIST read every
+        # pod of every namespace from etcd 20 times a second, a fifth of the API server's work.
+        self._probe_cache = Informer(admin, PODS, label_selector=f"{ROLE_LABEL}=probe")
+        self._watching: asyncio.Task[None] | None = None
 
     def fleet(self, slot: int, side: str) -> str:
-        return f"w{self.wave}-s{slot}-{side}"
+        return f"s{slot}-{side}"
 
     # -- once ------------------------------------------------------------------------------------
     async def setup(self) -> None:
@@ -119,14 +138,54 @@ class Oracle:
         with contextlib.suppress(AlreadyExists):
             await self.admin.create(RUNTIME_CLASSES, runtime_class)
         names = [namespace(s, side) for s in range(self.slots) for side in SIDES]
-        for name in names:
-            with contextlib.suppress(AlreadyExists):
+        await gather_bounded((self._namespace(name) for name in names), CONCURRENCY)
+        await self._ledgers_served()
+        await self._render_fleets([])
+        await self._not_ready_lifted()
+        self._heartbeats = asyncio.create_task(self._heartbeat())
+        self._watching = asyncio.create_task(self._probe_cache.run())
+        await asyncio.wait_for(self._probe_cache.wait_synced(), 30)
+
+    async def _namespace(self, name: str) -> None:
+        """A fresh namespace ``name`` with its default ServiceAccount's token. One left by an
+        earlier run on the same control plane may still be terminating: wait it out."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
                 await self.admin.create(
                     NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                 )
-        for name in names:
-            await self._account_ready(name)
-        await self._ledgers_served()
+                break
+            except AlreadyExists:
+                with contextlib.suppress(NotFound):
+                    if not (await self.admin.get(NAMESPACES, name))["metadata"].get("deletionTimestamp"):
+                        break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"namespace {name} is still terminating")
+            await asyncio.sleep(0.5)
+        await self._account_ready(name)
+
+    async def _not_ready_lifted(self) -> None:
+        """Until kube-controller-manager has lifted the not-ready taint from every new node.
+
+        It lifts it with a patch that writes the node's whole taint list as its cache last saw it,
+        with no precondition: lifted after the first wave's render, it would put the parked taints
+        back under one scheduler's feet. Nodes stay Ready from then on, so it never patches the
+        taints again (a cordon's taint is added on the render's own update, seconds before any
+        probe, and is tolerated alike by both schedulers)."""
+        names, deadline = set(self.nodes), time.monotonic() + 120
+        while True:
+            tainted = [
+                n["metadata"]["name"]
+                for n in (await self.admin.list(NODES)).items
+                if n["metadata"]["name"] in names
+                and any(t.get("key") == NOT_READY for t in n.get("spec", {}).get("taints") or [])
+            ]
+            if not tainted:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(tainted)} nodes kept the not-ready taint, e.g. {tainted[0]}")
+            await asyncio.sleep(0.5)
 
     async def _account_ready(self, ns: str) -> None:
         deadline = time.monotonic() + 60
@@ -148,6 +207,18 @@ class Oracle:
         raise AssertionError("the GPULedger CRD is not served")
 
     async def teardown(self) -> None:
+        for task in (self._heartbeats, self._watching):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        async def delete(name: str) -> None:
+            for resource in (NODES, LEDGERS):
+                with contextlib.suppress(NotFound):
+                    await self.admin.delete(resource, name)
+
+        await gather_bounded((delete(n) for n in self.nodes), CONCURRENCY)
         for slot in range(self.slots):
             for side in SIDES:
                 with contextlib.suppress(NotFound):
@@ -158,22 +229,19 @@ class Oracle:
         """Run ``cases`` at once; ``alive`` is our controller's task (its failure fails the wave)."""
         self.wave += 1
         self._alive = alive
-        nodes = [
-            node_name(self.fleet(s, side), i) for s, c in cases for side in SIDES for i in range(len(c.nodes))
-        ]
         try:
-            await self._create_fleets(cases)
-            async with _background(self._heartbeat(nodes)):
-                rows: list[Row] = []
-                for step in range(max(len(c.nodes) for _, c in cases)):
-                    active = [(slot, case) for slot, case in cases if len(case.nodes) > step]
-                    rows.extend(await self._step(active, step))
-                return rows
+            await self._render_fleets(cases)
+            await self._populate(cases)
+            rows: list[Row] = []
+            for step in range(max(len(c.nodes) for _, c in cases)):
+                active = [(slot, case) for slot, case in cases if len(case.nodes) > step]
+                rows.extend(await self._step(active, step))
+            return rows
         finally:
-            await self._delete_fleets(cases)
+            await self._clear(cases)
 
-    async def _heartbeat(self, nodes: list[str]) -> None:
-        """The kubelets' stand-in: a wave outlasts the node lifecycle controller's grace period,
+    async def _heartbeat(self) -> None:
+        """The kubelets' stand-in: the fleets outlive the node lifecycle controller's grace period,
         and a node turning Unknown mid-case would change the answer under one scheduler only."""
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
@@ -183,31 +251,74 @@ class Oracle:
                 "status": {"conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}]}
             }
             await gather_bounded(
-                (self.admin.patch(NODES, n, body, subresource="status") for n in nodes), CONCURRENCY
+                (self.admin.patch(NODES, n, body, subresource="status") for n in self.nodes), CONCURRENCY
             )
 
-    async def _create_fleets(self, cases: list[tuple[int, Case]]) -> None:
+    async def _render_fleets(self, cases: list[tuple[int, Case]]) -> None:
+        """Every fleet node as this wave's cases need it (parked where no case uses it). The first
+        call creates the nodes; later calls write only the nodes whose part changed: the labels,
+        taints and cordon by a JSON patch (which replaces them whole, and so also drops a taint
+        kube-controller-manager added for a cordon the new case does not have), the allocatable
+        through nodes/status."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        specs = {slot: case.nodes for slot, case in cases}
 
-        async def create(slot: int, case: Case, side: str) -> None:
-            fleet = self.fleet(slot, side)
-            for i, spec in enumerate(case.nodes):
-                node, status = render_node(
-                    spec, fleet=fleet, side=side, index=i, zone_key=zone_key(slot), now=now
-                )
-                await self.admin.create(NODES, node)
-                await self.admin.patch(NODES, node["metadata"]["name"], status, subresource="status")
+        async def render(slot: int, side: str, index: int) -> None:
+            nodes = specs.get(slot, [])
+            spec = nodes[index] if index < len(nodes) else None
+            node, status = render_node(
+                spec, fleet=self.fleet(slot, side), side=side, index=index, zone_key=zone_key(slot), now=now
+            )
+            name = node["metadata"]["name"]
+            part = {"labels": node["metadata"]["labels"], **node["spec"]}
+            allocatable = status["status"]["allocatable"]
+            last = self._rendered.get(name)
+            if last is None:
+                try:
+                    await self.admin.create(NODES, node)
+                    last = (part, None)
+                except AlreadyExists:  # left by an earlier run on this control plane
+                    last = (None, None)
+            if part != last[0]:
+                ops = [
+                    {"op": "add", "path": "/metadata/labels", "value": part["labels"]},
+                    {"op": "add", "path": "/spec/taints", "value": part["taints"]},
+                    {"op": "add", "path": "/spec/unschedulable", "value": part["unschedulable"]},
+                ]
+                await self.admin.patch(NODES, name, ops, patch_type="json")
+            if allocatable != last[1]:
+                await self.admin.patch(NODES, name, status, subresource="status")
+            self._rendered[name] = (part, allocatable)
+
+        await gather_bounded(
+            (render(s, side, i) for s in range(self.slots) for side in SIDES for i in range(MAX_NODES)),
+            CONCURRENCY,
+        )
+
+    def _volume_name(self, slot: int, side: str) -> str:
+        # Per wave: a deleted volume lingers until the PV protection controller lets it go.
+        return f"oracle-w{self.wave}-{self.fleet(slot, side)}-pv"
+
+    async def _populate(self, cases: list[tuple[int, Case]]) -> None:
+        """The cases' volumes and the pods already on their nodes (bound there directly)."""
+
+        async def populate(slot: int, case: Case, side: str) -> None:
+            fleet, ns = self.fleet(slot, side), namespace(slot, side)
             if case.volume is not None:
                 pv, pvc = render_volume(
-                    case.volume, fleet=fleet, namespace=namespace(slot, side), zone_key=zone_key(slot)
+                    case.volume,
+                    name=self._volume_name(slot, side),
+                    fleet=fleet,
+                    namespace=ns,
+                    zone_key=zone_key(slot),
                 )
                 await self.admin.create(PERSISTENT_VOLUMES, pv)
-                await self.admin.create(PERSISTENT_VOLUME_CLAIMS, pvc, namespace=namespace(slot, side))
+                await self.admin.create(PERSISTENT_VOLUME_CLAIMS, pvc, namespace=ns)
             for k, (i, pod) in enumerate(case.existing):
                 obj = render_pod(pod, name=f"existing-{k}", fleet=fleet, side=side, node=node_name(fleet, i))
-                await self.admin.create(PODS, obj, namespace=namespace(slot, side))
+                await self.admin.create(PODS, obj, namespace=ns)
 
-        await gather_bounded((create(s, c, side) for s, c in cases for side in SIDES), CONCURRENCY)
+        await gather_bounded((populate(s, c, side) for s, c in cases for side in SIDES), CONCURRENCY)
         await self._claims_bound(sum(2 for _, c in cases if c.volume is not None))
 
     async def _claims_bound(self, expected: int) -> None:
@@ -252,10 +363,9 @@ class Oracle:
             for slot, case in active
         ]
 
-    async def _probes(self) -> dict[tuple[int, str], Obj]:
-        pods = (await self.admin.list(PODS, label_selector=f"{ROLE_LABEL}=probe")).items
+    def _probes(self) -> dict[tuple[int, str], Obj]:
         out = {}
-        for pod in pods:
+        for pod in self._probe_cache.items.values():
             _, slot, side = pod["metadata"]["namespace"].split("-")
             out[(int(slot[1:]), side)] = pod
         return out
@@ -269,7 +379,7 @@ class Oracle:
             if self._alive is not None and self._alive.done():
                 self._alive.result()  # its exception, if it failed
                 raise AssertionError("our controller stopped")
-            for key, pod in (await self._probes()).items():
+            for key, pod in self._probes().items():
                 if key not in wanted or key in verdicts or pod["metadata"]["name"] != name:
                     continue
                 if pod["spec"].get("nodeName"):
@@ -292,13 +402,15 @@ class Oracle:
 
         await gather_bounded((delete(slot, side) for slot, _ in active for side in SIDES), CONCURRENCY)
         deadline = time.monotonic() + 20
-        while any(p["metadata"]["name"] == name for p in (await self._probes()).values()):
+        while any(p["metadata"]["name"] == name for p in self._probes().values()):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{name} pods were not deleted")
             await asyncio.sleep(0.05)
 
-    async def _delete_fleets(self, cases: list[tuple[int, Case]]) -> None:
-        async def delete(slot: int, case: Case, side: str) -> None:
+    async def _clear(self, cases: list[tuple[int, Case]]) -> None:
+        """The wave's pods, claims and volumes; the nodes stay for the next wave."""
+
+        async def clear(slot: int, case: Case, side: str) -> None:
             ns = namespace(slot, side)
             for pod in (await self.admin.list(PODS, namespace=ns)).items:
                 with contextlib.suppress(NotFound):
@@ -309,25 +421,6 @@ class Oracle:
                 with contextlib.suppress(NotFound):
                     await self.admin.delete(PERSISTENT_VOLUME_CLAIMS, CLAIM, namespace=ns)
                 with contextlib.suppress(NotFound):
-                    await self.admin.delete(PERSISTENT_VOLUMES, f"oracle-{self.fleet(slot, side)}-pv")
-            for i in range(len(case.nodes)):
-                name = node_name(self.fleet(slot, side), i)
-                with contextlib.suppress(NotFound):
-                    await self.admin.delete(NODES, name)
-                with contextlib.suppress(NotFound):
-                    await self.admin.delete(LEDGERS, name)
+                    await self.admin.delete(PERSISTENT_VOLUMES, self._volume_name(slot, side))
 
-        await gather_bounded(
-            (delete(slot, case, side) for slot, case in cases for side in SIDES), CONCURRENCY
-        )
-
-
-@contextlib.asynccontextmanager
-async def _background(coro: Awaitable[None]) -> AsyncIterator[None]:
-    task = asyncio.ensure_future(coro)
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await gather_bounded((clear(slot, case, side) for slot, case in cases for side in SIDES), CONCURRENCY)
