@@ -383,3 +383,32 @@ def test_a_pod_listed_in_two_ledgers_stays_held_when_one_lets_it_go() -> None:
     assert allocator.allocation_of("u") == ("b", moved)
     allocator.replace_ledger("a", None)
     assert allocator.allocation_of("u") == ("b", moved)
+
+
+def test_nodes_outside_the_selector_keep_the_reasons_that_come_before_it() -> None:
+    """``diagnose`` judges only the nodes a nodeSelector picks; of every other node it says what
+    judging it would: no GPUs, not ready, cordoned, and only then the selector."""
+    nodes = [
+        cpu_node("cpu"),
+        gpu_node("down", 1, ready=False),
+        gpu_node("cordoned", 1, unschedulable=True),
+        gpu_node("elsewhere", 1),
+        gpu_node(
+            "pool", 1, labels={"pool": "a"}, taints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}]
+        ),
+    ]
+    pod = vgpu_pod("p", memory=1024, node_selector={"pool": "a"})
+    messages = {}
+    for search in ("indexed", "scan"):
+        result = Allocator(view(nodes), {}, config=config(), search=search).place(request(pod))
+        assert isinstance(result, Unplaceable)
+        messages[search] = result.message
+    assert (
+        messages["indexed"]
+        == messages["scan"]
+        == (
+            "0/5 nodes are available: 1 node is not ready, 1 node is unschedulable, "
+            "1 node doesn't match the pod's node selector/affinity, 1 node has untolerated taint {gpu: x}, "
+            "1 node has no vGPU devices"
+        )
+    )

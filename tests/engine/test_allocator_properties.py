@@ -18,7 +18,37 @@ NODES = [
     gpu_node("d", 2, memory=40960, card_type=A100_40, mode="mig", split=7),
     gpu_node("e", 2, memory=24576, card_type=A30, mode="mig", split=4),
     gpu_node("f", 1, unschedulable=True),
+    # For the nodeSelector's short cut in ``diagnose``: every check that comes before the selector's.
+    gpu_node("g", 0, labels={"pool": "y"}),  # no GPUs
+    gpu_node("h", 1, labels={"pool": "y"}, ready=False),
+    gpu_node("i", 2, labels={"pool": "x"}, unschedulable=True),
+    gpu_node("j", 1, labels={"pool": "x"}, ready=False),
+    gpu_node("m", 1, ready=False, unschedulable=True),  # not-ready is said before the cordon
 ]
+
+
+def _no_vgpu_allocatable(node: dict[str, Any]) -> dict[str, Any]:
+    """A registration the node's allocatable does not back: the GPU problem code."""
+    allocatable = node["status"]["allocatable"]
+    node["status"]["allocatable"] = {k: v for k, v in allocatable.items() if not k.startswith("volcano.sh/")}
+    return node
+
+
+NODES.append(_no_vgpu_allocatable(gpu_node("k", 1, labels={"pool": "y"})))
+NODES.append(_no_vgpu_allocatable(gpu_node("l", 1, labels={"pool": "x"})))
+SELECTORS = [
+    None,
+    None,
+    {"pool": "x"},
+    {"pool": "y"},
+    {"pool": "z"},
+    {"pool": "x", "kubernetes.io/hostname": "b"},
+]
+TOLERATIONS = {
+    "none": (),
+    "big": [{"key": "big", "operator": "Exists"}],
+    "cordon": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}],
+}
 
 pods = st.fixed_dictionaries(
     {
@@ -29,8 +59,8 @@ pods = st.fixed_dictionaries(
         "cores": st.sampled_from([None, 0, 25, 50, 100]),
         "percentage": st.sampled_from([None, None, None, 25, 50]),
         "mode": st.sampled_from([None, "hami-core", "mig"]),
-        "selector": st.sampled_from([None, None, {"pool": "x"}]),
-        "tolerate": st.booleans(),
+        "selector": st.sampled_from(SELECTORS),
+        "tolerate": st.sampled_from(sorted(TOLERATIONS)),
         # PodGroup members, with Volcano's spread policy or without: both searches skip the same GPUs.
         "group": st.sampled_from([None, None, "g1", "g2"]),
         "spread": st.booleans(),
@@ -56,7 +86,7 @@ def build(spec: dict[str, Any], i: int) -> dict[str, Any]:
         percentage=spec["percentage"],
         mode=spec["mode"],
         node_selector=spec["selector"],
-        tolerations=[{"key": "big", "operator": "Exists"}] if spec["tolerate"] else (),
+        tolerations=TOLERATIONS[spec["tolerate"]],
         annotations=notes,
     )
 

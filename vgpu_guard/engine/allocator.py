@@ -43,7 +43,7 @@ from vgpu_guard.engine.equivalence import equivalence_class
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
-from vgpu_guard.engine.node_filter import node_rejection
+from vgpu_guard.engine.node_filter import node_rejection, tolerates_cordon
 from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
@@ -157,6 +157,14 @@ def _queue_vector(containers: Sequence[ContainerGrant], factor: int) -> tuple[in
     return (len(grants), sum(d.memory for d in grants) // factor, sum(d.cores for d in grants))
 
 
+_NO_NODES: frozenset[str] = frozenset()
+_NO_GPU = NodeFailure("no-gpu")
+_GPU_PROBLEM = NodeFailure("gpu-problem")
+_NOT_READY = NodeFailure("not-ready")
+_CORDONED = NodeFailure("unschedulable")
+_UNMATCHED = NodeFailure("selector")
+
+
 class Allocator:
     """Mutable placement state over one snapshot: ``place`` decides, ``commit``/``release`` apply.
 
@@ -210,8 +218,12 @@ class Allocator:
         self._classes: dict[Hashable, int] = {}
         self._class: int | None = None  # the equivalence class of the pod being placed
         self._memo: dict[tuple[int, str], tuple[tuple[int, int], _Verdict]] = {}
+        # Node names by label pair: a pod's nodeSelector picks its candidates from here instead of
+        # judging every node of the cluster (GPU pools are usually chosen this way).
+        self._labelled: dict[tuple[str, str], set[str]] = {}
         for name, info in view.nodes.items():
             self._nodes[name] = _Node(info=info, cards=self._cards_of(info), whole_card=whole.get(name, 0))
+            self._label(name, info, add=True)
         self._unit_sizes: list[int] | None = sorted({c.capacity for c in self._cards.values()})
         # Build the index once, sorted, instead of re-sorting it on every ledger entry.
         self._building = True
@@ -225,6 +237,17 @@ class Allocator:
                 self._index[self._nodes[card.node].info.mode or "hami-core"].append(card.key)
         for keys in self._index.values():
             keys.sort()
+
+    def _label(self, name: str, info: NodeInfo, *, add: bool) -> None:
+        for pair in info.labels.items():
+            if add:
+                self._labelled.setdefault(pair, set()).add(name)
+            else:
+                names = self._labelled.get(pair)
+                if names is not None:
+                    names.discard(name)
+                    if not names:
+                        del self._labelled[pair]
 
     def _cards_of(self, info: NodeInfo) -> list[_Card]:
         """The node's cards, registered in ``_cards`` (not yet in the index)."""
@@ -279,6 +302,7 @@ class Allocator:
         self._epochs[name] = self._epochs.get(name, 0) + 1
         old = self._nodes.pop(name, None)
         if old is not None:
+            self._label(name, old.info, add=False)
             for card in old.cards:
                 if card.key is not None:
                     keys = self._index[old.info.mode or "hami-core"]
@@ -289,6 +313,7 @@ class Allocator:
         if info is not None:
             cards = self._cards_of(info)
             self._nodes[name] = _Node(info=info, cards=cards, whole_card=self._whole.get(name, 0))
+            self._label(name, info, add=True)
             for card in cards:
                 self._reindex(card)
         self.replace_ledger(name, ledger)
@@ -681,11 +706,12 @@ class Allocator:
         else:
             seen: set[str] = set()
             ties = 0
+            selected = self._selected(pod)
             for key in self._candidates(pod):
                 if best is not None and (key[0] > best[0][0] or ties >= TIE_CANDIDATES):
                     break
                 name = key[1]
-                if name in seen:
+                if name in seen or (selected is not None and name not in selected):
                     continue
                 seen.add(name)
                 if best is not None and key[0] == best[0][0]:
@@ -710,10 +736,16 @@ class Allocator:
         return self._classes.setdefault(shape, len(self._classes))
 
     def diagnose(self, pod: PodRequest) -> str:
-        """The ``0/N nodes are available`` message: every node evaluated, every reason counted."""
+        """The ``0/N nodes are available`` message: every node judged, every reason counted.
+
+        The nodes a nodeSelector leaves out are judged by the checks that come before the
+        selector's (``_node_failure``, ``node_rejection``) and otherwise counted as the selector's,
+        without evaluating them: at a few thousand nodes that was most of a refused pod's cost.
+        """
         node_failures: list[NodeFailure] = []
         card_failures: list[CardFailure] = []
-        for name in sorted(self._nodes):
+        selected = self._selected(pod)
+        for name in sorted(self._nodes) if selected is None else sorted(selected):
             result = self._evaluate(pod, self._nodes[name])
             if isinstance(result[0], tuple):
                 continue
@@ -721,7 +753,37 @@ class Allocator:
             if failure is not None:
                 node_failures.append(failure)
             card_failures.extend(cards)
+        if selected is not None:
+            node_failures.extend(self._unselected(pod, selected))
         return unavailable_message(len(self.view.nodes), node_failures, card_failures)
+
+    def _selected(self, pod: PodRequest) -> set[str] | None:
+        """The nodes carrying every label of the pod's nodeSelector; None: no selector, or the
+        reference scan (which judges every node the long way)."""
+        if not pod.node_selector or self.search == "scan":
+            return None
+        groups = sorted((self._labelled.get(pair, _NO_NODES) for pair in pod.node_selector.items()), key=len)
+        return set(groups[0]).intersection(*groups[1:])
+
+    def _unselected(self, pod: PodRequest, selected: set[str]) -> list[NodeFailure]:
+        """``_node_failure`` of each node outside ``selected``, in its order up to the selector."""
+        cordon_ok = tolerates_cordon(pod)
+        failures: list[NodeFailure] = []
+        for name, node in self._nodes.items():
+            if name in selected:
+                continue
+            info = node.info
+            if not info.gpus:
+                failures.append(_NO_GPU)
+            elif not info.vgpu_capable:
+                failures.append(_GPU_PROBLEM)
+            elif not info.ready:
+                failures.append(_NOT_READY)
+            elif info.unschedulable and not cordon_ok:
+                failures.append(_CORDONED)
+            else:
+                failures.append(_UNMATCHED)
+        return failures
 
     # --- queues --------------------------------------------------------------------------------
 

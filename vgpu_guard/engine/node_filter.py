@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from vgpu_guard.engine.cluster import NodeInfo, Taint
 from vgpu_guard.engine.pod_request import NodeSelectorRequirement, NodeSelectorTerm, PodRequest, Toleration
 
-__all__ = ["matches_node_terms", "matches_selector_and_affinity", "node_rejection", "tolerates"]
+__all__ = [
+    "matches_node_terms",
+    "matches_selector_and_affinity",
+    "node_rejection",
+    "tolerates",
+    "tolerates_cordon",
+]
 
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", value="", effect="NoSchedule")
 
@@ -30,6 +36,11 @@ def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
         elif t.key == taint.key and t.value == taint.value:
             return True
     return False
+
+
+def tolerates_cordon(pod: PodRequest) -> bool:
+    """True when the pod may use a cordoned node (it tolerates ``node.kubernetes.io/unschedulable``)."""
+    return tolerates(pod.tolerations, _UNSCHEDULABLE_TAINT)
 
 
 def _requirement(req: NodeSelectorRequirement, value: str | None) -> bool:
@@ -84,7 +95,7 @@ def node_rejection(pod: PodRequest, node: NodeInfo) -> str | None:
     """
     if not node.ready:
         return "not-ready"
-    if node.unschedulable and not tolerates(pod.tolerations, _UNSCHEDULABLE_TAINT):
+    if node.unschedulable and not tolerates_cordon(pod):
         return "unschedulable"
     if not matches_selector_and_affinity(pod.node_selector, pod.affinity, node):
         return "selector"
