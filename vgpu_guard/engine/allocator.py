@@ -43,7 +43,7 @@ from vgpu_guard.engine.equivalence import equivalence_class
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
-from vgpu_guard.engine.node_filter import node_rejection, tolerates_cordon
+from vgpu_guard.engine.node_filter import node_rejection, readiness_rejection
 from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
@@ -160,9 +160,22 @@ def _queue_vector(containers: Sequence[ContainerGrant], factor: int) -> tuple[in
 _NO_NODES: frozenset[str] = frozenset()
 _NO_GPU = NodeFailure("no-gpu")
 _GPU_PROBLEM = NodeFailure("gpu-problem")
-_NOT_READY = NodeFailure("not-ready")
-_CORDONED = NodeFailure("unschedulable")
 _UNMATCHED = NodeFailure("selector")
+
+
+def _gpu_failure(info: NodeInfo) -> NodeFailure | None:
+    """The node's own GPU checks, which come before any of the pod's."""
+    if not info.gpus:
+        return _NO_GPU
+    if not info.vgpu_capable:
+        return _GPU_PROBLEM
+    return None
+
+
+def _rejection_failure(rejection: str) -> NodeFailure:
+    """A ``node_filter`` reason (``code`` or ``code:detail``) as a counted failure."""
+    code, _, detail = rejection.partition(":")
+    return NodeFailure(code, detail)
 
 
 class Allocator:
@@ -549,14 +562,12 @@ class Allocator:
 
     def _node_failure(self, pod: PodRequest, node: _Node) -> NodeFailure | None:
         info = node.info
-        if not info.gpus:
-            return NodeFailure("no-gpu")
-        if not info.vgpu_capable:
-            return NodeFailure("gpu-problem")
+        failure = _gpu_failure(info)
+        if failure is not None:
+            return failure
         rejection = node_rejection(pod, info)
         if rejection is not None:
-            code, _, detail = rejection.partition(":")
-            return NodeFailure(code, detail)
+            return _rejection_failure(rejection)
         if self._constraints is not None and self._prepared is not None:
             reasons = self._constraints.reasons(self._prepared, info, later=self._vgpu_resources)
             if reasons:
@@ -766,23 +777,17 @@ class Allocator:
         return set(groups[0]).intersection(*groups[1:])
 
     def _unselected(self, pod: PodRequest, selected: set[str]) -> list[NodeFailure]:
-        """``_node_failure`` of each node outside ``selected``, in its order up to the selector."""
-        cordon_ok = tolerates_cordon(pod)
+        """``_node_failure`` of each node outside ``selected``: its GPU checks, the checks before
+        the selector's, or the selector (which such a node fails by construction)."""
         failures: list[NodeFailure] = []
         for name, node in self._nodes.items():
             if name in selected:
                 continue
-            info = node.info
-            if not info.gpus:
-                failures.append(_NO_GPU)
-            elif not info.vgpu_capable:
-                failures.append(_GPU_PROBLEM)
-            elif not info.ready:
-                failures.append(_NOT_READY)
-            elif info.unschedulable and not cordon_ok:
-                failures.append(_CORDONED)
-            else:
-                failures.append(_UNMATCHED)
+            failure = _gpu_failure(node.info)
+            if failure is None:
+                early = readiness_rejection(pod, node.info)
+                failure = _UNMATCHED if early is None else _rejection_failure(early)
+            failures.append(failure)
         return failures
 
     # --- queues --------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ __all__ = [
     "matches_node_terms",
     "matches_selector_and_affinity",
     "node_rejection",
+    "readiness_rejection",
     "tolerates",
-    "tolerates_cordon",
 ]
 
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", value="", effect="NoSchedule")
@@ -36,11 +36,6 @@ def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
         elif t.key == taint.key and t.value == taint.value:
             return True
     return False
-
-
-def tolerates_cordon(pod: PodRequest) -> bool:
-    """True when the pod may use a cordoned node (it tolerates ``node.kubernetes.io/unschedulable``)."""
-    return tolerates(pod.tolerations, _UNSCHEDULABLE_TAINT)
 
 
 def _requirement(req: NodeSelectorRequirement, value: str | None) -> bool:
@@ -88,15 +83,27 @@ def _taint_text(taint: Taint) -> str:
     return f"{{{taint.key}: {taint.value}}}" if taint.value else f"{{{taint.key}}}"
 
 
+def readiness_rejection(pod: PodRequest, node: NodeInfo) -> str | None:
+    """The checks before the node selector's: Ready, and a cordon the pod does not tolerate.
+
+    Apart so that a node a nodeSelector leaves out can be counted without the rest (the
+    allocator's label index); ``node_rejection`` runs them first.
+    """
+    if not node.ready:
+        return "not-ready"
+    if node.unschedulable and not tolerates(pod.tolerations, _UNSCHEDULABLE_TAINT):
+        return "unschedulable"
+    return None
+
+
 def node_rejection(pod: PodRequest, node: NodeInfo) -> str | None:
     """Why ``pod`` cannot use ``node`` regardless of its GPUs, or None; phrased for counting.
 
     Each reason is written for one node ("is not ready"); ``placement_reason`` pluralises.
     """
-    if not node.ready:
-        return "not-ready"
-    if node.unschedulable and not tolerates_cordon(pod):
-        return "unschedulable"
+    early = readiness_rejection(pod, node)
+    if early is not None:
+        return early
     if not matches_selector_and_affinity(pod.node_selector, pod.affinity, node):
         return "selector"
     for taint in node.taints:
