@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.harness import service_account_ready, until
 from tests.oracle.cases import (
     CLAIM,
     MAX_NODES,
@@ -65,7 +66,6 @@ DECIDE_SECONDS = 30.0
 POLL_SECONDS = 0.05
 CONCURRENCY = 32  # requests in flight at once
 RUNTIME_CLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", namespaced=False)
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 OUR_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 
 
@@ -147,23 +147,22 @@ class Oracle:
         await asyncio.wait_for(self._probe_cache.wait_synced(), 30)
 
     async def _namespace(self, name: str) -> None:
-        """A fresh namespace ``name`` with its default ServiceAccount's token. One left by an
-        earlier run on the same control plane may still be terminating: wait it out."""
-        deadline = time.monotonic() + 60
-        while True:
+        """A fresh namespace ``name`` whose pods can be created. One left by an earlier run on the
+        same control plane may still be terminating: wait it out."""
+
+        async def created() -> bool:
             try:
                 await self.admin.create(
                     NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                 )
-                break
+                return True
             except AlreadyExists:
                 with contextlib.suppress(NotFound):
-                    if not (await self.admin.get(NAMESPACES, name))["metadata"].get("deletionTimestamp"):
-                        break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"namespace {name} is still terminating")
-            await asyncio.sleep(0.5)
-        await self._account_ready(name)
+                    return not (await self.admin.get(NAMESPACES, name))["metadata"].get("deletionTimestamp")
+                return False
+
+        await until(f"namespace {name} (an earlier one still terminating)", created, within=60)
+        await service_account_ready(self.admin, name)
 
     async def _not_ready_lifted(self) -> None:
         """Until kube-controller-manager has lifted the not-ready taint from every new node.
@@ -173,38 +172,25 @@ class Oracle:
         back under one scheduler's feet. Nodes stay Ready from then on, so it never patches the
         taints again (a cordon's taint is added on the render's own update, seconds before any
         probe, and is tolerated alike by both schedulers)."""
-        names, deadline = set(self.nodes), time.monotonic() + 120
-        while True:
-            tainted = [
-                n["metadata"]["name"]
-                for n in (await self.admin.list(NODES)).items
-                if n["metadata"]["name"] in names
-                and any(t.get("key") == NOT_READY for t in n.get("spec", {}).get("taints") or [])
-            ]
-            if not tainted:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(tainted)} nodes kept the not-ready taint, e.g. {tainted[0]}")
-            await asyncio.sleep(0.5)
+        names = set(self.nodes)
 
-    async def _account_ready(self, ns: str) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(NotFound):
-                account = await self.admin.get(SERVICE_ACCOUNTS, "default", namespace=ns)
-                if account.get("secrets"):
-                    return
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"ServiceAccount {ns}/default got no token")
+        async def lifted() -> bool:
+            return not any(
+                n["metadata"]["name"] in names
+                and any(t.get("key") == NOT_READY for t in n.get("spec", {}).get("taints") or [])
+                for n in (await self.admin.list(NODES)).items
+            )
+
+        await until("the not-ready taint lifted from every fleet node", lifted, within=120)
 
     async def _ledgers_served(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        async def served() -> bool:
             with contextlib.suppress(NotFound):
                 await self.admin.list(LEDGERS, limit=1)
-                return
-            await asyncio.sleep(0.2)
-        raise AssertionError("the GPULedger CRD is not served")
+                return True
+            return False
+
+        await until("the GPULedger CRD served", served, within=30)
 
     async def teardown(self) -> None:
         for task in (self._heartbeats, self._watching):
