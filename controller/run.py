@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from vgpu_guard.controller.allocation import WRITE_CONCURRENCY, AllocationController, Clock
 from vgpu_guard.controller.gang_gc import release_stale_placements
+from vgpu_guard.controller.gc_tuning import StartPause
 from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.metrics import AllocationMetrics
@@ -90,6 +90,8 @@ async def run_controller(
             client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
         )
     wake = inputs.changed
+    start_pause = StartPause(monotonic=monotonic)
+    start_pause.begin()
     watchers = [asyncio.create_task(inputs.run(), name="controller-informers")]
     last_pass = float("-inf")
     backoff = retry_seconds
@@ -104,6 +106,7 @@ async def run_controller(
     renewed: float | None = None
     try:
         while True:
+            start_pause.end_if_overdue()
             started = monotonic()
             if elector.leading and renewed is not None and 0 <= started - renewed < renew_every:
                 leading = True
@@ -114,6 +117,8 @@ async def run_controller(
             if not leading:
                 # A standby acts on nothing the watches report: one Lease attempt per retry
                 # period, and while the Lease itself fails, exponentially fewer (see backoff_cap).
+                if inputs.synced:
+                    start_pause.end()  # its start is over: no pass comes before it leads
                 controller.reports.clear_snapshot()  # the leader exports the GPUs, not us
                 wake.clear()
                 last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
@@ -126,17 +131,15 @@ async def run_controller(
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(retry_seconds):
                         await inputs.wait_synced()
-                if inputs.synced:
-                    # The caches just listed hundreds of thousands of long-lived objects; a full
-                    # collection scanning them costs ~1 s and frees nothing (no cycles): move them
-                    # out of the collector's sight (gc_tuning.py does the same at start).
-                    gc.freeze()
                 continue
             due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
             if due:
                 wake.clear()
                 last_pass = time.monotonic()
-                results = await controller.settle(max_passes=max_passes)
+                try:
+                    results = await controller.settle(max_passes=max_passes)
+                finally:
+                    start_pause.end()  # the first pass built what the caches hold into the World
                 if results and results[-1].errors:
                     # Failing (API errors, our CRD not installed): retry with backoff, not in a
                     # tight loop that floods the log and the API server (the pass logs it once).
@@ -158,6 +161,7 @@ async def run_controller(
                 async with asyncio.timeout(retry_seconds):
                     await wake.wait()
     finally:
+        start_pause.end()
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
