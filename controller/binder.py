@@ -104,6 +104,8 @@ class Binder:
 
     def observe(self, pod: Mapping[str, Any], *, deleted: bool = False) -> None:
         """A pod changed: if its node waited for it and the handshake is over, bind the next."""
+        if not self._inflight:
+            return  # no handshake to end (a start's LIST delivers every pod here)
         spec = pod.get("spec")
         node = str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
         uid = str(_meta(pod).get("uid") or "")

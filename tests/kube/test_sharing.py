@@ -13,9 +13,11 @@ def test_equal_pieces_are_held_once() -> None:
     assert share(first) is first
     assert share(again) is first and share.hits == 1
     assert share(other) is other
-    # Empty pieces are shared too (facts are memoised by the pieces' identity); scalars are not.
-    empty: list[object] = []
-    assert share(empty) is empty and share([]) is empty and share("x") == "x"
+    # Empty pieces are shared too (facts are memoised by the pieces' identity), one per kind, by
+    # every table; scalars are not.
+    assert share([]) is share([]) is SharedParts()([]) and share([]) == []
+    assert share({}) is share({}) is not share([]) and share({}) == {}
+    assert share("x") == "x"
 
 
 def test_the_table_starts_over_past_its_limit() -> None:

@@ -23,6 +23,11 @@ __all__ = ["SharedParts"]
 _MARSHAL_VERSION = 2
 
 
+# The shared empty pieces (never mutated: the contract of every cached object).
+_EMPTY_DICT: dict[Any, Any] = {}
+_EMPTY_LIST: list[Any] = []
+
+
 class SharedParts:
     """``share(piece)`` -> an equal piece seen before, or ``piece`` (then remembered).
 
@@ -38,7 +43,10 @@ class SharedParts:
     def __call__(self, piece: Any) -> Any:
         cls = piece.__class__
         if cls is not dict and cls is not list and not isinstance(piece, dict | list):
-            return piece  # empty ones too are shared: a fresh [] per pod would differ by identity
+            return piece
+        if not piece and (cls is dict or cls is list):
+            # Empty ones too are shared (a fresh {} per pod would differ by identity), without a key.
+            return _EMPTY_DICT if cls is dict else _EMPTY_LIST
         try:
             key = marshal.dumps(piece, _MARSHAL_VERSION)
         except (TypeError, ValueError):  # not plain data (a test's object): keep it as it is
