@@ -23,16 +23,21 @@ __all__ = ["project_pod"]
 
 Obj = dict[str, Any]
 
-_POD_META = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations", "deletionTimestamp",
-             "creationTimestamp", "ownerReferences")  # fmt: skip
-_POD_STATUS = ("phase", "conditions")
+_POD_META = frozenset(("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
+                       "deletionTimestamp", "creationTimestamp", "ownerReferences"))  # fmt: skip
+_POD_STATUS = frozenset(("phase", "conditions"))
 _JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 
 
-def _only(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """``obj`` without the keys not in ``keys``: the decoded map itself when it has no others."""
-    kept = {k: obj[k] for k in keys if k in obj}
-    return obj if len(kept) == len(obj) and isinstance(obj, dict) else kept
+def _only(obj: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    """``obj`` without the keys not in ``keys``: the decoded map itself, pruned in place (it is this
+    call's own, as the whole pod is), so the usual map that has no others costs no new dict."""
+    if obj.__class__ is dict:
+        assert isinstance(obj, dict)
+        for key in [k for k in obj if k not in keys]:
+            del obj[key]
+        return obj
+    return {k: obj[k] for k in keys if k in obj}  # a mapping that is not a decoded dict: a copy
 
 
 # Pieces replicas of one workload repeat (kube/sharing.py): held once for all of them, and the
@@ -42,7 +47,7 @@ _SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "node
 _SHARED_META = ("labels", "ownerReferences")
 # What any reader takes from a container (requests and limits, host ports, the name in messages;
 # restartPolicy marks a sidecar): image, command, env, mounts and probes are never read.
-_CONTAINER_FIELDS = ("name", "resources", "ports", "restartPolicy")
+_CONTAINER_FIELDS = frozenset(("name", "resources", "ports", "restartPolicy"))
 
 
 def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
