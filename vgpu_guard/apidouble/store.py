@@ -28,6 +28,7 @@ Design choices:
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import random
@@ -40,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._copies import StoredCopies
 from vgpu_guard.apidouble._gotext import go_string_slice, parse_uint_error
 from vgpu_guard.apidouble._jsonpatch import apply_json_patch
 from vgpu_guard.apidouble._listing import (
@@ -245,7 +247,8 @@ class Watch:
         """Queue ``stored`` as the watch cache would (filter transitions become ADDED/DELETED)."""
         if self.since >= 0 and int(stored["metadata"].get("resourceVersion") or 0) <= self.since:
             return  # a watch from a future resourceVersion sees nothing up to it
-        present, info = self._store.present, self.info
+        info = self.info
+        present = functools.partial(self._store.present, settled=True)
         now = self.matches(stored if info.stored_as is None else present(info, stored, self.version))
         before = prev is not None and self.matches(
             prev if info.stored_as is None else present(info, prev, self.version)
@@ -330,6 +333,7 @@ class Store:
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         self._history: dict[tuple[str, str], _History] = {}
         self._watchers: dict[tuple[str, str], set[Watch]] = {}
+        self._copies = StoredCopies(deep_copy)
         for info in BUILTIN_TYPES:
             self._register(info)
         for ns in namespaces:
@@ -371,9 +375,13 @@ class Store:
         self._watchers.setdefault(info.key, set())
 
     # -- presentation -------------------------------------------------------------------------
-    def present(self, info: TypeInfo, stored: Obj, version: str) -> Obj:
-        """A stored object as the client asked for it: a copy, in the requested version/API."""
-        obj: Obj = deep_copy(stored)
+    def present(self, info: TypeInfo, stored: Obj, version: str, *, settled: bool = False) -> Obj:
+        """A stored object as the client asked for it: a copy, in the requested version/API.
+
+        ``settled``: the object is in the store or in its event history, which never change an
+        object in place (a write stores a new one), so the copy may come from bytes kept beside
+        it (reads and watch events); an object still being written is copied afresh."""
+        obj: Obj = self._copies.copy(stored) if settled else deep_copy(stored)
         if info.stored_as is not None:
             return _event_to_new(obj)
         if info.crd_name is not None and obj.get("apiVersion") != info.api_version(version):
@@ -405,7 +413,7 @@ class Store:
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
         self.expire_events()
         info = self.type_of(resource)
-        return self.present(info, self._stored(info, namespace, name), resource.version)
+        return self.present(info, self._stored(info, namespace, name), resource.version, settled=True)
 
     def list(
         self,
@@ -463,10 +471,11 @@ class Store:
             stored = objects[key]
             if labels and not labels.matches(stored["metadata"].get("labels")):
                 continue
-            view = stored if info.stored_as is None else self.present(info, stored, resource.version)
+            copy = functools.partial(self.present, info, stored, resource.version, settled=True)
+            view = stored if info.stored_as is None else copy()
             if fields and not fields.matches(view, info.field_getter):
                 continue
-            item = self.present(info, stored, resource.version)
+            item = copy() if view is stored else view  # an Event's view is its own fresh copy
             if info.crd_name is None:
                 # kube-apiserver's built-in LISTs name the type once, on the list, not on each item.
                 for type_key in _TYPE_KEYS:
