@@ -129,7 +129,7 @@ def quiet_controller() -> Iterator[None]:
 @pytest.mark.timeout(1_800)
 @pytest.mark.parametrize("seed", [20250609, *([7, 11] if LONG else [])])
 async def test_random_operations_never_overcommit_leak_or_duplicate(
-    seed: int, reliability_report: Callable[[str], None], quiet_controller: None
+    seed: int, reliability_report: Callable[[str], None], quiet_controller: None, controller_gc: None
 ) -> None:
     started = time.perf_counter()
     machine = await drive(seed, TARGET)
