@@ -64,7 +64,7 @@ def test_a_kept_copy_is_equal_in_value_type_and_order_and_shares_no_container(va
     copies = StoredCopies(deep_copy)
     stored = {"metadata": {"resourceVersion": "7"}, "spec": value}
     for _ in range(2):  # the first copy makes the bytes, the second reads them
-        copied = copies.copy(stored)
+        copied = copies.copy(stored, "k")
         assert copied == stored and _exact_types(copied, stored)  # True stays a bool, 1.0 a float
         assert not {id(c) for c in _containers(stored)} & {id(c) for c in _containers(copied)}
 
@@ -72,7 +72,7 @@ def test_a_kept_copy_is_equal_in_value_type_and_order_and_shares_no_container(va
 def test_a_list_held_twice_comes_back_as_two_lists() -> None:
     shared = [1, 2]
     stored = {"metadata": {"resourceVersion": "1"}, "a": shared, "b": shared}
-    copied = StoredCopies(deep_copy).copy(stored)
+    copied = StoredCopies(deep_copy).copy(stored, "k")
     copied["a"].append(3)
     assert copied["b"] == [1, 2]  # as a JSON decoder gives them, not one list seen twice
 
@@ -80,31 +80,40 @@ def test_a_list_held_twice_comes_back_as_two_lists() -> None:
 def test_a_changed_copy_does_not_reach_the_store_or_the_next_copy() -> None:
     copies = StoredCopies(deep_copy)
     stored = {"metadata": {"resourceVersion": "1", "labels": {"app": "a"}}}
-    copies.copy(stored)["metadata"]["labels"]["app"] = "changed"
+    copies.copy(stored, "k")["metadata"]["labels"]["app"] = "changed"
     assert stored["metadata"]["labels"] == {"app": "a"}
-    assert copies.copy(stored)["metadata"]["labels"] == {"app": "a"}
+    assert copies.copy(stored, "k")["metadata"]["labels"] == {"app": "a"}
 
 
 def test_a_new_version_of_an_object_is_never_answered_from_the_old_ones_bytes() -> None:
     copies = StoredCopies(deep_copy)
     stored = {"metadata": {"resourceVersion": "1"}, "spec": {"n": 1}}
-    assert copies.copy(stored)["spec"] == {"n": 1}
+    assert copies.copy(stored, "k")["spec"] == {"n": 1}
     # A write stores a new object; even one changed in place is seen by its new resourceVersion.
     stored["spec"], stored["metadata"]["resourceVersion"] = {"n": 2}, "2"
-    assert copies.copy(stored)["spec"] == {"n": 2}
+    assert copies.copy(stored, "k")["spec"] == {"n": 2}
     replaced = {"metadata": {"resourceVersion": "3"}, "spec": {"n": 3}}
-    assert copies.copy(replaced)["spec"] == {"n": 3}
+    assert copies.copy(replaced, "k")["spec"] == {"n": 3}
 
 
 def test_what_marshal_cannot_write_is_copied_the_general_way() -> None:
     stored = {"metadata": {"resourceVersion": "1"}, "ordered": OrderedDict(a=[1])}
-    copied = StoredCopies(deep_copy).copy(stored)
+    copied = StoredCopies(deep_copy).copy(stored, "k")
     assert copied == stored and copied["ordered"] is not stored["ordered"]
 
 
 def test_the_kept_bytes_are_bounded() -> None:
     copies = StoredCopies(deep_copy, limit=3)
     objects = [{"metadata": {"resourceVersion": str(i)}} for i in range(10)]
-    for obj in objects:
-        assert copies.copy(obj) == obj
+    for i, obj in enumerate(objects):
+        assert copies.copy(obj, i) == obj
     assert len(copies._bytes) <= 3
+
+
+def test_a_key_keeps_the_bytes_of_its_newest_object_only() -> None:
+    copies = StoredCopies(deep_copy)
+    old = {"metadata": {"resourceVersion": "1"}}
+    new = {"metadata": {"resourceVersion": "2"}}
+    copies.copy(old, "pod")
+    copies.copy(new, "pod")
+    assert [entry[0] for entry in copies._bytes.values()] == [new]  # the old version is let go

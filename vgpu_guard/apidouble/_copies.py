@@ -16,7 +16,7 @@ bool, ``1.0`` a float); anything it cannot write (a dict subclass) takes ``deep_
 from __future__ import annotations
 
 import marshal
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 __all__ = ["StoredCopies"]
@@ -27,31 +27,33 @@ Obj = dict[str, Any]
 
 
 class StoredCopies:
-    """``copy(stored)`` -> a fresh, equal object; bytes kept for at most ``limit`` objects."""
+    """``copy(stored, key)`` -> a fresh, equal object; bytes kept for the object now at each key."""
 
     def __init__(self, fallback: Callable[[Any], Any], *, limit: int = 50_000) -> None:
         self._fallback = fallback
         self.limit = limit
-        # id(stored) -> (stored, its resourceVersion, its bytes). The object is held so its id
-        # cannot be reused by another while the entry exists; the version is checked as well, so
-        # an object changed in place by a write (a bug this would otherwise hide) is seen as new.
-        # Past ``limit`` the table starts over.
-        self._bytes: dict[int, tuple[Obj, object, bytes]] = {}
+        # key -> (the object stored there, its resourceVersion, its bytes). One entry per key, so
+        # a replaced object is let go at its key's next copy (holding every version ever copied
+        # kept ~2 M dicts alive in the allocation-safety run, and the collector scanned them).
+        # The version is checked as well as the identity: an object changed in place by a write
+        # (a bug this would otherwise hide) is seen as new. Past ``limit`` keys (deleted objects
+        # leave theirs) the table starts over.
+        self._bytes: dict[Hashable, tuple[Obj, object, bytes]] = {}
 
-    def copy(self, stored: Obj) -> Obj:
-        """A copy of an object that is not changed in place once stored (see the module docstring)."""
+    def copy(self, stored: Obj, key: Hashable) -> Obj:
+        """A copy of the object stored at ``key`` now (see the module docstring)."""
         rv = _version(stored)
-        entry = self._bytes.get(id(stored))
+        entry = self._bytes.get(key)
         if entry is None or entry[0] is not stored or entry[1] != rv:
             try:
                 data = marshal.dumps(stored, _MARSHAL_VERSION)
             except ValueError:  # not plain data
                 copied: Obj = self._fallback(stored)
                 return copied
-            if len(self._bytes) >= self.limit:
+            if len(self._bytes) >= self.limit and key not in self._bytes:
                 self._bytes.clear()
             entry = (stored, rv, data)
-            self._bytes[id(stored)] = entry
+            self._bytes[key] = entry
         out: Obj = marshal.loads(entry[2])
         return out
 

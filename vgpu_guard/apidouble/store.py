@@ -247,22 +247,23 @@ class Watch:
         """Queue ``stored`` as the watch cache would (filter transitions become ADDED/DELETED)."""
         if self.since >= 0 and int(stored["metadata"].get("resourceVersion") or 0) <= self.since:
             return  # a watch from a future resourceVersion sees nothing up to it
-        info = self.info
-        present = functools.partial(self._store.present, settled=True)
-        now = self.matches(stored if info.stored_as is None else present(info, stored, self.version))
+        info, present = self.info, self._store.present
+        # The new side of a change is the object now stored (a deletion's is not: it left).
+        fresh = functools.partial(present, current=etype != "DELETED")
+        now = self.matches(stored if info.stored_as is None else fresh(info, stored, self.version))
         before = prev is not None and self.matches(
             prev if info.stored_as is None else present(info, prev, self.version)
         )
         if etype == "ADDED":
             if now:
-                self.events.append(("ADDED", present(info, stored, self.version)))
+                self.events.append(("ADDED", fresh(info, stored, self.version)))
         elif etype == "DELETED":
             if before or now:
                 self.events.append(("DELETED", present(info, stored, self.version)))
         elif now and before:
-            self.events.append(("MODIFIED", present(info, stored, self.version)))
+            self.events.append(("MODIFIED", fresh(info, stored, self.version)))
         elif now:
-            self.events.append(("ADDED", present(info, stored, self.version)))
+            self.events.append(("ADDED", fresh(info, stored, self.version)))
         elif before and prev is not None:
             gone = present(info, prev, self.version)
             _meta(gone)["resourceVersion"] = stored["metadata"]["resourceVersion"]
@@ -375,13 +376,17 @@ class Store:
         self._watchers.setdefault(info.key, set())
 
     # -- presentation -------------------------------------------------------------------------
-    def present(self, info: TypeInfo, stored: Obj, version: str, *, settled: bool = False) -> Obj:
+    def present(self, info: TypeInfo, stored: Obj, version: str, *, current: bool = False) -> Obj:
         """A stored object as the client asked for it: a copy, in the requested version/API.
 
-        ``settled``: the object is in the store or in its event history, which never change an
-        object in place (a write stores a new one), so the copy may come from bytes kept beside
-        it (reads and watch events); an object still being written is copied afresh."""
-        obj: Obj = self._copies.copy(stored) if settled else deep_copy(stored)
+        ``current``: the object is the one the store holds at its key now (reads, and the new
+        side of a watch event). The store never changes an object in place (a write stores a new
+        one), so its copy may come from bytes kept for that key; an object still being written,
+        or an older version, is copied afresh."""
+        if current:
+            obj: Obj = self._copies.copy(stored, (info.key, *_key_of(info, stored)))
+        else:
+            obj = deep_copy(stored)
         if info.stored_as is not None:
             return _event_to_new(obj)
         if info.crd_name is not None and obj.get("apiVersion") != info.api_version(version):
@@ -413,7 +418,7 @@ class Store:
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
         self.expire_events()
         info = self.type_of(resource)
-        return self.present(info, self._stored(info, namespace, name), resource.version, settled=True)
+        return self.present(info, self._stored(info, namespace, name), resource.version, current=True)
 
     def list(
         self,
@@ -471,7 +476,8 @@ class Store:
             stored = objects[key]
             if labels and not labels.matches(stored["metadata"].get("labels")):
                 continue
-            copy = functools.partial(self.present, info, stored, resource.version, settled=True)
+            # A LIST at an older resourceVersion hands out that time's objects, not the current ones.
+            copy = functools.partial(self.present, info, stored, resource.version, current=plan.at is None)
             view = stored if info.stored_as is None else copy()
             if fields and not fields.matches(view, info.field_getter):
                 continue
