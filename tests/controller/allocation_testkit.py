@@ -21,7 +21,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerViolation, NodeLedger, check_invariants, decode_ledger
 from vgpu_guard.kube.client import typed_items
-from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES, PODS
+from vgpu_guard.kube.resources import CRDS, LEASES, LEDGERS, NODES, PODS
 
 __all__ = ["Cluster", "FakeClock", "config", "gpu_node", "running", "until", "vgpu_pod"]
 
@@ -211,3 +211,17 @@ async def until(check: Callable[[], object]) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not reached")
+
+
+def lease_held_by_another(cluster: Cluster, now: float) -> None:
+    """The controller's Lease in ``default``, renewed at ``now`` by another replica for an hour."""
+    renewed = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    cluster.store.create(
+        LEASES,
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "vgpu-guard-controller", "namespace": "default"},
+            "spec": {"holderIdentity": "leader", "leaseDurationSeconds": 3600, "renewTime": renewed},
+        },
+    )

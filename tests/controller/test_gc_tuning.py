@@ -9,18 +9,17 @@ import gc
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, gpu_node, lease_held_by_another, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.gc_tuning import CONTROLLER_GC_THRESHOLDS, StartPause
 from vgpu_guard.controller.run import run_controller
-from vgpu_guard.kube.resources import LEASES
 
 PROBE = """
 import gc, json
@@ -146,16 +145,7 @@ async def test_the_leader_collects_nothing_while_it_loads_and_again_after_its_fi
 
 async def test_a_standby_ends_the_pause_once_its_caches_are_synced(collector_on: None) -> None:
     cluster = Cluster([gpu_node("a", 1)])
-    cluster.store.create(
-        LEASES,
-        {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": "vgpu-guard-controller", "namespace": "default"},
-            "spec": {"holderIdentity": "leader", "leaseDurationSeconds": 3600,
-                     "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
-        },
-    )  # fmt: skip
+    lease_held_by_another(cluster, time.time())
     client = SeesCollector(MemoryClusterClient(cluster.store))
     await run_until(client, cluster, lambda: len(client.at_list) >= 5 and gc.isenabled())
     assert not client.at_bind  # it never led

@@ -13,17 +13,16 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, gpu_node
+from tests.controller.allocation_testkit import Cluster, gpu_node, lease_held_by_another
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.client import WatchEvent
-from vgpu_guard.kube.resources import LEASES, Resource
+from vgpu_guard.kube.resources import Resource
 
 MINUTE = 60.0
 RETRY = 2.0
@@ -81,19 +80,6 @@ async def run_for_a_minute(client: Counting, time: FakeTime, namespace: str) -> 
             lease_namespace=namespace,
             retry_seconds=RETRY,
         )
-
-
-def lease_held_by_another(cluster: Cluster, now: float) -> None:
-    renewed = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    cluster.store.create(
-        LEASES,
-        {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": "vgpu-guard-controller", "namespace": "default"},
-            "spec": {"holderIdentity": "leader", "leaseDurationSeconds": 3600, "renewTime": renewed},
-        },
-    )
 
 
 async def test_a_standby_sends_one_lease_read_per_retry_period_and_nothing_else() -> None:
