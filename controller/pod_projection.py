@@ -32,8 +32,7 @@ _JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 def _only(obj: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
     """``obj`` without the keys not in ``keys``: the decoded map itself, pruned in place (it is this
     call's own, as the whole pod is), so the usual map that has no others costs no new dict."""
-    if obj.__class__ is dict:
-        assert isinstance(obj, dict)
+    if type(obj) is dict:
         for key in [k for k in obj if k not in keys]:
             del obj[key]
         return obj
@@ -60,7 +59,7 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     meta = as_mapping(pod.get("metadata"))
     status = as_mapping(pod.get("status"))
     spec = pod.get("spec") or {}
-    if spec.__class__ is dict or isinstance(spec, dict):
+    if isinstance(spec, dict):
         _project_spec(spec)
     out: Obj = {
         "apiVersion": pod.get("apiVersion") or "v1",

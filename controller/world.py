@@ -77,7 +77,6 @@ def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
     spec = as_mapping(pod.get("spec"))
     notes = as_mapping(meta.get("annotations"))
     phase = _text(as_mapping(pod.get("status")).get("phase"))
-    bind_time = notes.get(BIND_TIME)
     return PodRecord(
         key=key,
         uid=_text(meta.get("uid")),
@@ -91,7 +90,7 @@ def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
         group=_group_of(notes),
         phase=_text(notes.get(BIND_PHASE)),
         vgpu_node=_text(notes.get(VGPU_NODE)),
-        bind_time=(plain_int(str(bind_time)) or 0) if bind_time is not None else 0,
+        bind_time=plain_int(str(notes.get(BIND_TIME, "0"))) or 0,
         assignment=_text(notes.get(VGPU_IDS)),
     )
 

@@ -46,7 +46,7 @@ def test_subclasses_of_dict_and_list_are_copied_too() -> None:
     assert copied["items"] is not value["items"] and copied["items"][0] is not value["items"][0]
 
 
-# -- StoredCopies: the copies of settled objects (reads and watch events) ----------------------
+# -- StoredCopies: the copies of current objects (reads and live watch events) ----------------
 
 
 def _exact_types(a: Any, b: Any) -> bool:

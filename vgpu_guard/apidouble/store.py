@@ -243,13 +243,16 @@ class Watch:
             return False
         return not self.fields or self.fields.matches(obj, self.info.field_getter)
 
-    def offer(self, etype: EventType, stored: Obj, prev: Obj | None) -> None:
-        """Queue ``stored`` as the watch cache would (filter transitions become ADDED/DELETED)."""
+    def offer(self, etype: EventType, stored: Obj, prev: Obj | None, *, current: bool = True) -> None:
+        """Queue ``stored`` as the watch cache would (filter transitions become ADDED/DELETED).
+
+        ``current``: ``stored`` is the object the store holds now (a live change, the initial
+        state), not one replayed from the history."""
         if self.since >= 0 and int(stored["metadata"].get("resourceVersion") or 0) <= self.since:
             return  # a watch from a future resourceVersion sees nothing up to it
         info, present = self.info, self._store.present
-        # The new side of a change is the object now stored (a deletion's is not: it left).
-        fresh = functools.partial(present, current=etype != "DELETED")
+        # The new side of a live change is the object now stored (a deletion's is not: it left).
+        fresh = functools.partial(present, current=current and etype != "DELETED")
         now = self.matches(stored if info.stored_as is None else fresh(info, stored, self.version))
         before = prev is not None and self.matches(
             prev if info.stored_as is None else present(info, prev, self.version)
@@ -556,7 +559,7 @@ class Store:
                 raise st.expired(f"too old resource version: {since} ({oldest - 1})")
             for rv, etype, obj, prev in hist.events:
                 if rv > since:
-                    w.offer(etype, obj, prev)
+                    w.offer(etype, obj, prev, current=False)
         self._watchers[info.key].add(w)
         return w
 
