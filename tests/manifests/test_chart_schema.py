@@ -10,9 +10,7 @@ for the fields we render.
 
 from __future__ import annotations
 
-import re
 import shutil
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +19,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 from helm_python.errors import HelmRenderError
-from kubernetes_validate.utils import schema_contents
-from referencing import Registry, Resource
 
+from tests.kube_schema import kube_validate
 from tests.manifests.chart import CHART, render_objects
 from tests.manifests.conftest import OTHER_RELEASE, SCENARIOS
 
@@ -148,30 +145,6 @@ CUSTOM_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
         },
     ),
 }
-
-
-@cache
-def _kube_validator(version: str, api_version: str, kind: str) -> jsonschema.protocols.Validator:
-    """kubernetes_validate.validate's schema lookup, compiled once per kind: the library re-reads
-    its multi-megabyte definitions file on every call, which costs seconds per rendered chart."""
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    schema_dir = f"kubernetes-json-schema/v{version}-local-strict"
-    try:
-        schema = schema_contents(f"{schema_dir}/{kind.lower()}-{group_version}.json", version)
-    except FileNotFoundError as e:
-        raise kubernetes_validate.SchemaNotFoundError(
-            kind=kind, version=version, api_version=api_version
-        ) from e
-    definitions = schema_contents(f"{schema_dir}/_definitions.json", version)
-    registry: Registry[Any] = Resource.from_contents(definitions) @ (
-        Resource.from_contents(schema) @ Registry()
-    )
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-def kube_validate(obj: dict[str, Any], version: str) -> None:
-    """Validate like ``kubernetes_validate.validate(obj, version, strict=True)``."""
-    _kube_validator(version, obj["apiVersion"], obj["kind"]).validate(obj)
 
 
 def test_cached_validator_agrees_with_the_library() -> None:

@@ -11,10 +11,10 @@ from typing import Any
 
 import aiohttp
 import jsonpatch
-import kubernetes_validate
 import pytest
 
 from tests.builders import pod
+from tests.kube_schema import kube_validate
 from tests.webhook.conftest import admission_review
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.webhook.server import RunningWebhook
@@ -49,7 +49,7 @@ async def test_mutation_over_https_returns_an_applicable_json_patch(
     patch = json.loads(base64.b64decode(response["patch"]))
     patched = jsonpatch.JsonPatch(patch).apply(copy.deepcopy(obj))
     assert patched["spec"]["containers"][0]["resources"]["limits"][MEM] == "5120"
-    kubernetes_validate.validate(patched, "1.34.0", strict=True)
+    kube_validate(patched, "1.34.0")
     assert "vgpu-guard: set annotation vgpu-guard.io/mig-profile=1g.5gb" in response["warnings"]
     # Reinvocation on the patched object: empty patch.
     status, again = await post(http, webhook, "/mutate/pods", admission_review(patched))
