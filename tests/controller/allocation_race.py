@@ -47,6 +47,7 @@ from tests.controller.allocation_testkit import Cluster, vgpu_pod
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, Verb, unavailable_error
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.annotations import VGPU_IDS
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.ledger import check_invariants, decode_ledger, gpu_usage
 from vgpu_guard.kube.errors import NotFound
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
@@ -110,19 +111,24 @@ class Observer:
         self.watch.wakeup = self.check
 
     def check(self) -> None:
-        events = self.watch.pop()
-        if not events:
-            return
-        view = self.cluster.view()
-        for etype, obj in events:
+        for etype, obj in self.watch.pop():
             if etype == "DELETED":
                 continue
             self.seen += 1
             ledger = decode_ledger(obj)
-            info = view.nodes.get(ledger.node)
+            info = self._node(ledger.node)
             if info is not None:
                 violations = check_invariants(ledger, info)
                 assert violations == [], [v.message for v in violations]
+
+    def _node(self, name: str) -> NodeInfo | None:
+        """The ledger's node as stored now, parsed: one GET (listing and parsing every node for
+        each ledger version was a sixth of the store's write time in the 100,000-operation run)."""
+        try:
+            node = self.cluster.store.get(NODES, name)
+        except NotFound:
+            return None
+        return ClusterView.from_objects([node], self.cluster.config).nodes.get(name)
 
 
 @dataclass
