@@ -216,7 +216,7 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
     first = pending_pod(0)
     pods: list[Callable[[], Obj]] = [partial(pod_obj, i, args.nodes) for i in range(args.pods)]
     pods.append(partial(copy.deepcopy, first))
-    nodes = [partial(node_obj, f"n{i:05d}") for i in range(args.nodes)]
+    nodes: list[Callable[[], Obj]] = [partial(node_obj, f"n{i:05d}") for i in range(args.nodes)]
     client = FeedClient(
         {
             "pods": pods,

@@ -32,7 +32,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 5.0
@@ -261,8 +261,9 @@ async def run(args: argparse.Namespace) -> None:
                     scrape_loop(plain, ops, until),
                     *(oversized_loop(s, url, oversized, until, statuses) for _ in range(8)),
                 )
-                hostile, hostile_timeouts = results[0]
-                scrapes, metrics_size = results[1]
+                # gather keeps its arguments' order (mypy joins the three result types into one).
+                hostile, hostile_timeouts = cast(tuple[list[float], int], results[0])
+                scrapes, metrics_size = cast(tuple[int, int], results[1])
                 rss_hostile = _rss_kib(server.pid)
                 async with plain.get(ops + "/metrics") as r:
                     metrics = await r.text()

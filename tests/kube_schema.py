@@ -12,8 +12,8 @@ from functools import cache
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
-from kubernetes_validate.utils import schema_contents
+import kubernetes_validate  # type: ignore[import-untyped]  # kubernetes-validate ships no type information
+from kubernetes_validate.utils import schema_contents  # type: ignore[import-untyped]  # kubernetes-validate ships no type information
 from referencing import Registry, Resource
 
 __all__ = ["kube_validate"]

@@ -84,7 +84,7 @@ async def client(request: pytest.FixtureRequest, store: Store, tmp_path: Path) -
 async def sync_api(double: RunningDouble) -> AsyncIterator[Any]:
     from kubernetes import config
 
-    api = config.new_client_from_config(str(double.kubeconfig))
+    api = config.new_client_from_config(str(double.kubeconfig))  # type: ignore[no-untyped-call]  # unannotated in kubernetes
     api.set_default_header("Connection", "close")  # no idle TLS connection outlives the test
     yield api
     api.close()

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu_guard.apidouble._copies import StoredCopies
-from vgpu_guard.apidouble.store import deep_copy
+from vgpu_guard.apidouble.store import Store, deep_copy
+from vgpu_guard.kube.resources import LEASES
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
@@ -39,7 +40,7 @@ def test_subclasses_of_dict_and_list_are_copied_too() -> None:
     class Items(list[Any]):
         pass
 
-    value = {"ordered": OrderedDict(a=[1]), "items": Items([{"b": 2}])}
+    value: dict[str, Any] = {"ordered": OrderedDict(a=[1]), "items": Items([{"b": 2}])}
     copied = deep_copy(value)
     assert copied == value
     assert copied["ordered"] is not value["ordered"] and copied["ordered"]["a"] is not value["ordered"]["a"]
@@ -87,7 +88,7 @@ def test_a_changed_copy_does_not_reach_the_store_or_the_next_copy() -> None:
 
 def test_a_new_version_of_an_object_is_never_answered_from_the_old_ones_bytes() -> None:
     copies = StoredCopies(deep_copy)
-    stored = {"metadata": {"resourceVersion": "1"}, "spec": {"n": 1}}
+    stored: dict[str, Any] = {"metadata": {"resourceVersion": "1"}, "spec": {"n": 1}}
     assert copies.copy(stored, "k")["spec"] == {"n": 1}
     # A write stores a new object; even one changed in place is seen by its new resourceVersion.
     stored["spec"], stored["metadata"]["resourceVersion"] = {"n": 2}, "2"
@@ -117,3 +118,33 @@ def test_a_key_keeps_the_bytes_of_its_newest_object_only() -> None:
     copies.copy(old, "pod")
     copies.copy(new, "pod")
     assert [entry[0] for entry in copies._bytes.values()] == [new]  # the old version is let go
+
+
+def test_what_each_write_returns_is_the_callers_own() -> None:
+    """What a create, a replace (a no-op one included) or a patch answers is a copy: changing it
+    must not reach the stored object or the next answer."""
+    store = Store()
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l", "namespace": "default"},
+    }
+
+    def holder() -> str:
+        held: str = store.get(LEASES, "l", namespace="default")["spec"]["holderIdentity"]
+        return held
+
+    made = store.create(LEASES, {**lease, "spec": {"holderIdentity": "a"}})
+    made["spec"]["holderIdentity"] = "changed"
+    assert holder() == "a"
+    replaced = store.replace(
+        LEASES, {**store.get(LEASES, "l", namespace="default"), "spec": {"holderIdentity": "b"}}
+    )
+    replaced["spec"]["holderIdentity"] = "changed"
+    assert holder() == "b"
+    same = store.replace(LEASES, store.get(LEASES, "l", namespace="default"))  # a no-op write
+    same["spec"]["holderIdentity"] = "changed"
+    assert holder() == "b"
+    patched = store.patch(LEASES, "l", {"spec": {"holderIdentity": "c"}}, namespace="default")
+    patched["spec"]["holderIdentity"] = "changed"
+    assert holder() == "c"

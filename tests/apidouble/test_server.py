@@ -56,6 +56,7 @@ async def test_sync_client_typed_api_works_from_a_thread(double: RunningDouble, 
     with pytest.raises(client.ApiException) as err:
         await in_thread(v1.create_namespaced_pod, "default", pod("p"))
     assert err.value.status == 409
+    assert err.value.body is not None
     assert json.loads(err.value.body)["reason"] == "AlreadyExists"
     names = [ns.metadata.name for ns in (await in_thread(v1.list_namespace)).items]
     assert names == ["default", "kube-node-lease", "kube-public", "kube-system"]
@@ -70,7 +71,7 @@ async def test_discovery_serves_the_dynamic_client_including_crds(
     double.store.create(CRDS, volcano_crd("scheduling.volcano.sh_queues"))
 
     def use_dynamic() -> list[str]:
-        dyn = dynamic.DynamicClient(sync_api)
+        dyn = dynamic.DynamicClient(sync_api)  # type: ignore[no-untyped-call]  # unannotated in kubernetes
         queues = dyn.resources.get(api_version="scheduling.volcano.sh/v1beta1", kind="Queue")
         queues.create(
             body={

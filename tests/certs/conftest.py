@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import cast
 
 import pytest
-from certs_testkit import (
+
+from tests.certs.certs_testkit import (
     MUTATING,
     VALIDATING,
     FakeClock,
     FakeClusterClient,
     webhook_configuration,
 )
-
 from vgpu_guard.certs import ServingSpec
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS

@@ -6,12 +6,12 @@ import ipaddress
 from datetime import datetime, timedelta
 
 import pytest
-from certs_testkit import T0, verify_like_apiserver
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import VerificationError
 
+from tests.certs.certs_testkit import T0, verify_like_apiserver
 from vgpu_guard.certs import (
     DEFAULT_POLICY,
     CertificateError,

@@ -6,8 +6,15 @@ import base64
 from datetime import timedelta
 
 import pytest
-from certs_testkit import MUTATING, T0, VALIDATING, FakeClusterClient, ca_bundles_in
 
+from tests.certs.certs_testkit import (
+    MUTATING,
+    T0,
+    VALIDATING,
+    FakeClusterClient,
+    ca_bundles_in,
+    webhook_configuration,
+)
 from vgpu_guard.certs import InjectionFailed, ServingSpec, inject_ca_bundle, plan_rotation
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
@@ -68,8 +75,6 @@ class _ConcurrentEditor(FakeClusterClient):
 
 
 async def test_a_concurrent_edit_is_kept_and_the_bundle_still_lands(spec: ServingSpec) -> None:
-    from certs_testkit import webhook_configuration
-
     fake = _ConcurrentEditor()
     fake.put(VALIDATING_WEBHOOKS, webhook_configuration("ValidatingWebhookConfiguration", VALIDATING))
     pem = plan_rotation(None, spec, now=T0).bundle.ca_bundle_pem()  # type: ignore[union-attr]

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from certs_testkit import (
+
+from tests.certs.certs_testkit import (
     MUTATING,
     T0,
     VALIDATING,
@@ -19,7 +20,6 @@ from certs_testkit import (
     ca_bundles_in,
     verify_like_apiserver,
 )
-
 from vgpu_guard.certs import (
     ACK_ANNOTATION,
     CertificateManager,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from certs_testkit import T0, verify_like_apiserver
 
+from tests.certs.certs_testkit import T0, verify_like_apiserver
 from vgpu_guard.certs import (
     DEFAULT_POLICY,
     CertificateBundle,

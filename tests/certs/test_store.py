@@ -7,8 +7,8 @@ import base64
 from datetime import timedelta
 
 import pytest
-from certs_testkit import T0, FakeClusterClient
 
+from tests.certs.certs_testkit import T0, FakeClusterClient
 from vgpu_guard.certs import (
     ACK_ANNOTATION,
     SecretCertificateStore,

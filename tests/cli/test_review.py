@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,7 +16,7 @@ GUIDE_PODS = ROOT / "examples" / "mig" / "pods.yaml"
 DENIALS = ROOT / "examples" / "denials" / "pods.yaml"
 
 
-def review_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+def review_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
     code = run(["review", *args, "-o", "json"])
     return code, json.loads(capsys.readouterr().out)
 

@@ -12,9 +12,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 from kubernetes import client, config
+from kubernetes.client import V1ObjectMeta, V1ValidatingWebhook
 
 BIN = Path(sys.executable).with_name("vgpu-guard")
 NODE = {
@@ -94,35 +96,46 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
         assert webhook_match, banner
         webhook = webhook_match.group(1)
 
-        api = config.new_client_from_config(str(kubeconfig))
+        api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]  # unannotated in kubernetes
         try:
             core = client.CoreV1Api(api)
             crds = client.ApiextensionsV1Api(api).list_custom_resource_definition()
-            names = {c.metadata.name for c in crds.items}
+            # The client's models make every field optional; a server's answers carry these.
+            names = {cast(V1ObjectMeta, c.metadata).name for c in crds.items}
             assert {
                 "gpuledgers.vgpu-guard.io",
                 "queues.scheduling.volcano.sh",
                 "podgroups.scheduling.volcano.sh",
             } <= names
             hooks = client.AdmissionregistrationV1Api(api).list_validating_webhook_configuration()
-            urls = {h.client_config.url for c in hooks.items for h in c.webhooks}
+            urls = {
+                h.client_config.url for c in hooks.items for h in cast(list[V1ValidatingWebhook], c.webhooks)
+            }
             assert f"{webhook}/validate/pods" in urls
 
-            core.create_node(NODE)
-            created = core.create_namespaced_pod("default", _pod("slice", "3000"))
+            # kubernetes annotates the bodies as models only; its validate_call takes a dict as the model.
+            core.create_node(NODE)  # type: ignore[arg-type]  # a dict body (see above)
+            created = core.create_namespaced_pod("default", _pod("slice", "3000"))  # type: ignore[arg-type]  # a dict body
+            assert created.spec is not None and created.metadata is not None
+            assert created.metadata.annotations is not None
             assert created.spec.scheduler_name == "vgpu-guard"  # routed to our controller
             assert created.metadata.annotations["volcano.sh/vgpu-mode"] == "hami-core"
             deadline = time.monotonic() + 30
             pod = core.read_namespaced_pod("slice", "default")
+            assert pod.spec is not None
             while pod.spec.node_name is None and time.monotonic() < deadline:
                 time.sleep(0.1)
                 pod = core.read_namespaced_pod("slice", "default")
+                assert pod.spec is not None
+            assert pod.spec is not None  # (mypy does not carry the loop's narrowing past it)
             assert pod.spec.node_name == "t4-0"
+            assert pod.metadata is not None and pod.metadata.annotations is not None
             assert pod.metadata.annotations["volcano.sh/vgpu-ids-new"] == "GPU-t4-0-0,NVIDIA,3000,0:"
 
             with pytest.raises(client.ApiException) as denied:
-                core.create_namespaced_pod("default", _pod("typo", "12Gi"))
+                core.create_namespaced_pod("default", _pod("typo", "12Gi"))  # type: ignore[arg-type]  # a dict body
             assert denied.value.status == 403
+            assert denied.value.body is not None
             assert (
                 'admission webhook \\"pods.vgpu.vgpu-guard.io\\" denied the request: [vgpu-memory-unit]'
                 in denied.value.body

@@ -72,6 +72,7 @@ def test_simulate_prints_no_numbered_scenario(capsys: pytest.CaptureFixture[str]
 def test_no_help_text_numbers_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert commands is not None
     for name in ["", *commands]:
         with pytest.raises(SystemExit):
             run([name, "--help"] if name else ["--help"])

@@ -76,7 +76,7 @@ class HookServer:
     # Failures of the server itself (a bug in a behaviour, not one on purpose), per tag.
     errors: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
-    def url(self, tag: str, behaviour: str, *args: str | int) -> str:
+    def url(self, tag: str, behaviour: str, *args: str | float) -> str:
         return "/".join([self.base, tag, behaviour, *(str(a) for a in args)])
 
     def seen(self, tag: str) -> list[Obj]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 import pytest_asyncio
@@ -54,7 +54,7 @@ class Scope:
     def tag(self) -> str:
         return f"{self.probe}-{self.side.name}"
 
-    def hook(self, name: str, behaviour: str, *args: str | int, **extra: Any) -> Obj:
+    def hook(self, name: str, behaviour: str, *args: str | float, **extra: Any) -> Obj:
         url = self.server.url(self.tag, behaviour, *args)
         return webhook(name, url, self.server.ca_bundle, self.probe, **extra)
 
@@ -123,7 +123,7 @@ def call_failure(reply: Reply, name: str) -> Obj:
     """A failed call as the client sees it: code, reason and the stable prefix of the message."""
     message = str(reply.status_shape["message"] or "")
     prefix = CALL_FAILED.format(name)
-    causes = (reply.body.get("details") or {}).get("causes") if isinstance(reply.body, dict) else None
+    causes: Any = (reply.body.get("details") or {}).get("causes") if isinstance(reply.body, dict) else None
     return {
         "http": reply.status,
         "reason": reply.status_shape["reason"],
@@ -839,12 +839,19 @@ async def test_namespace_selector_matches_a_namespace_being_created(
 
 
 # -- how often DELETE is sent ----------------------------------------------------------------------------
+class _DeleteQuery(TypedDict, total=False):
+    """The DELETE's query (typed by key, so ``**query`` cannot stand for ``options``)."""
+
+    dryRun: str
+
+
 @pytest.mark.parametrize("case", ["pod-dry-run", "configmap"])
 async def test_delete_calls_webhooks_once_when_there_is_one_step(
     contract: Contract, hooks: HookServer, case: str
 ) -> None:
     async def probe(side: Side) -> Any:
         s = await scope(side, hooks, f"delete-{case}")
+        query: _DeleteQuery
         if case == "configmap":
             path = f"/api/v1/namespaces/{s.ns}/configmaps"
             body: Obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.contract.conftest import Contract, Side
+from tests.contract.raw import Reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -68,7 +69,7 @@ def names(reply: Any) -> list[str]:
     )
 
 
-def page(reply: Any, *, any_order: bool = False) -> dict[str, Any]:
+def page(reply: Reply, *, any_order: bool = False) -> dict[str, Any]:
     """What a paginating client reads from one LIST answer (``any_order``: served from the watch
     cache, whose order is its hash map's)."""
     if reply.status != 200:

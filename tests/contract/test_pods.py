@@ -234,12 +234,13 @@ async def test_priority_class_sets_priority_and_preemption_policy(contract: Cont
             assert reply.status == 201, reply.body
         try:
             seen: Obj = {}
-            for name, spec in {
+            specs: dict[str, Obj] = {
                 "none": {},
                 "never": {"priorityClassName": never},
                 "plain": {"priorityClassName": plain},
                 "same-priority": {"priorityClassName": plain, "priority": 7},
-            }.items():
+            }
+            for name, spec in specs.items():
                 made = await created(side, ns, pod(name, **spec))
                 seen[name] = [
                     made["spec"].get(k) for k in ("priorityClassName", "priority", "preemptionPolicy")

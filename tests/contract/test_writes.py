@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.contract.conftest import Contract, Side
+from tests.contract.raw import Reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -37,7 +38,7 @@ def masked(text: Any, **values: str) -> Any:
     return text
 
 
-def shape(reply: Any, **values: str) -> dict[str, Any]:
+def shape(reply: Reply, **values: str) -> dict[str, Any]:
     out = reply.status_shape
     out["message"] = masked(out["message"], **values)
     if isinstance(reply.body, dict) and reply.body.get("kind") == "Status":

@@ -356,10 +356,12 @@ class RaceMachine:
         self, who: str, *, faults: FaultPlan | None = None, crash: tuple[int, When] | None = None
     ) -> AllocationController:
         """A replica process whose API calls are counted (and optionally killed at one of them)."""
+        at: int | None
+        when: When
         at, when = crash if crash is not None else (None, "before")
         client = Crashing(MemoryClusterClient(self.cluster.store, faults=faults), at=at, when=when)
         return AllocationController(
-            client,  # type: ignore[arg-type]
+            client,
             self.cluster.config,
             identity=who,
             clock=self.cluster.clock,

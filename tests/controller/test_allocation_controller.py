@@ -463,7 +463,7 @@ async def test_the_overcommit_check_runs_when_the_decision_fails() -> None:
     controller = cluster.replica()
     await controller.run_once()  # adopts the old pods
 
-    async def failing(*_: Any) -> None:
+    async def failing(*_: Any, **__: Any) -> None:
         raise unavailable_error("the API server is unavailable")
 
     controller._decide = failing  # type: ignore[method-assign]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import Any, Literal, cast
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -74,7 +74,7 @@ async def run_program(steps: list[tuple[str, Any]]) -> None:
         elif kind == "gang":
             machine.gang(arg)
         elif kind in ("delete", "finish"):
-            machine.end(arg, kind)
+            machine.end(arg, cast(Literal["delete", "finish"], kind))  # the branch's test: one of the two
         elif kind == "node":
             machine.node(*arg)
         elif kind == "register":

@@ -117,7 +117,7 @@ class SeesCollector:
 
 async def run_until(client: SeesCollector, cluster: Cluster, done: Callable[[], bool]) -> None:
     task = asyncio.ensure_future(
-        run_controller(client, cluster.config, identity="a", registry=CollectorRegistry(),  # type: ignore[arg-type]
+        run_controller(client, cluster.config, identity="a", registry=CollectorRegistry(),
                        lease_namespace="default", retry_seconds=0.05)
     )  # fmt: skip
     try:

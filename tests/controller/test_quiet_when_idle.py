@@ -71,7 +71,7 @@ class FakeTime:
 async def run_for_a_minute(client: Counting, time: FakeTime, namespace: str) -> None:
     with pytest.raises(SimulatedMinute):
         await run_controller(
-            client,  # type: ignore[arg-type]
+            client,
             Cluster().config,
             identity="standby",
             clock=time.clock,
@@ -122,7 +122,7 @@ async def test_a_busy_leader_renews_its_lease_once_per_retry_period_not_once_per
     client = Counting(MemoryClusterClient(cluster.store))
     task = asyncio.ensure_future(
         run_controller(
-            client,  # type: ignore[arg-type]
+            client,
             cluster.config,
             identity="leader",
             clock=time.clock,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def fake_build(root: Path, *, version: str = VERSION, reported: str = VERSION) -
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VGPU_GUARD_CACHE", str(tmp_path))
-    monkeypatch.setattr(build.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     return tmp_path
 
 
@@ -87,7 +88,7 @@ def test_binaries_that_report_another_version_are_not_used(cache: Path) -> None:
 
 
 def test_without_root_it_says_exactly_what_it_needs(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     reason = build.unavailable_reason()
     assert reason is not None
     assert reason.startswith(
@@ -100,7 +101,7 @@ def test_without_root_it_says_exactly_what_it_needs(cache: Path, monkeypatch: py
 
 def test_a_cached_build_needs_no_root(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_build(cache)
-    monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert build.unavailable_reason() is None
     assert build.ensure_built(lambda line: None).version == VERSION
 

@@ -206,14 +206,15 @@ class ClusterBackend(Backend):
         from kubernetes import client, config
 
         def request() -> tuple[str, Obj]:
-            api = config.new_client_from_config(str(self.admin_kubeconfig))
+            api = config.new_client_from_config(str(self.admin_kubeconfig))  # type: ignore[no-untyped-call]  # unannotated in kubernetes
             try:
                 token = client.CoreV1Api(api).create_namespaced_service_account_token(
                     service_account,
                     namespace,
-                    {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                    {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",  # type: ignore[arg-type]  # a dict body is taken as the model (validate_call); the annotation names the model only
                      "spec": {"expirationSeconds": 3600}},
                 )  # fmt: skip
+                assert token.status is not None
                 return str(token.status.token), _current_cluster(self.admin_kubeconfig)
             finally:
                 api.close()

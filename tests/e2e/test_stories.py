@@ -44,7 +44,7 @@ def denied(webhook: str, message: str) -> str:
     return f'admission webhook "{webhook}" denied the request: {message}'
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
@@ -60,7 +60,7 @@ def card_memory(pods: list[Obj], uuid: str) -> int:
     """MiB of ``uuid`` the bound pods hold, from the device annotation the plugin reads."""
     total = 0
     for pod in bound(pods):
-        for container in annotations(pod).get("volcano.sh/vgpu-ids-new", "").split(";"):
+        for container in annotations_of(pod).get("volcano.sh/vgpu-ids-new", "").split(";"):
             for device in filter(None, container.split(":")):
                 parts = device.split(",")
                 if parts[0].split("[")[0] == uuid:
@@ -80,7 +80,7 @@ async def unavailable(env: Env, reasons: str) -> str:
     from vgpu_guard.kube.resources import NODES
 
     nodes = (await env.api.list(NODES)).items
-    gpu = sum(1 for n in nodes if "volcano.sh/node-vgpu-register" in annotations(n))
+    gpu = sum(1 for n in nodes if "volcano.sh/node-vgpu-register" in annotations_of(n))
     parts = []
     if gpu > 1:
         parts.append(
@@ -104,7 +104,7 @@ async def settled_gpu_pods(env: Env, *, bound_count: int, pending_count: int) ->
             for p in pods
             if p not in placed and (condition(p, "PodScheduled") or {}).get("status") == "False"
         ]
-        confirmed = all(annotations(p).get("volcano.sh/bind-phase") == "success" for p in placed)
+        confirmed = all(annotations_of(p).get("volcano.sh/bind-phase") == "success" for p in placed)
         ok = len(placed) == bound_count and len(waiting) == pending_count and confirmed
         return pods if ok else None
 
@@ -120,7 +120,7 @@ async def test_seed_000_three_12gib_pods_on_one_free_24gib_card_two_bound_one_pe
         created, warnings = await env.create(PODS, gpu_pod(name, 12288, pool="seed-000"))
         # The mode is stamped and the pod routed to our controller; kubectl shows both warnings.
         assert warnings == [STAMPED_HAMI, ROUTED]
-        assert annotations(created)["volcano.sh/vgpu-mode"] == "hami-core"
+        assert annotations_of(created)["volcano.sh/vgpu-mode"] == "hami-core"
         assert created["spec"]["schedulerName"] == "vgpu-guard"
 
     pods = await settled_gpu_pods(env, bound_count=2, pending_count=1)
@@ -128,7 +128,7 @@ async def test_seed_000_three_12gib_pods_on_one_free_24gib_card_two_bound_one_pe
     for pod in bound(pods):
         name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
         assert pod["spec"]["nodeName"] == "e2e-a10-0"
-        notes = annotations(pod)
+        notes = annotations_of(pod)
         assert notes["volcano.sh/vgpu-node"] == "e2e-a10-0"
         assert notes["volcano.sh/vgpu-ids-new"] == "GPU-e2e-a10-0-0,NVIDIA,12288,0:"
         assert notes["volcano.sh/devices-to-allocate"] == "GPU-e2e-a10-0-0,NVIDIA,12288,0:"
@@ -219,13 +219,13 @@ async def test_mig_request_is_rounded_to_the_profile_volcano_places_and_the_pod_
     ]
     assert created["spec"]["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-memory"] == "5120"
     assert created["spec"]["containers"][0]["resources"]["requests"]["volcano.sh/vgpu-memory"] == "5120"
-    assert annotations(created)["vgpu-guard.io/mig-profile"] == "1g.5gb"
-    assert annotations(created)["volcano.sh/vgpu-mode"] == "mig"
+    assert annotations_of(created)["vgpu-guard.io/mig-profile"] == "1g.5gb"
+    assert annotations_of(created)["volcano.sh/vgpu-mode"] == "mig"
     assert created["spec"]["schedulerName"] == "vgpu-guard"
 
     (pod,) = await settled_gpu_pods(env, bound_count=1, pending_count=0)
     assert pod["spec"]["nodeName"] == "e2e-mig-0"
-    assert annotations(pod)["volcano.sh/vgpu-ids-new"] == "GPU-e2e-mig-0-0[group1-0],NVIDIA,5120,0:"
+    assert annotations_of(pod)["volcano.sh/vgpu-ids-new"] == "GPU-e2e-mig-0-0[group1-0],NVIDIA,5120,0:"
     ledger = await env.ledger("e2e-mig-0")
     assert ledger is not None
     (entry,) = [a for a in ledger["spec"]["allocations"] if a["podUID"] == pod["metadata"]["uid"]]
@@ -282,7 +282,7 @@ async def test_server_side_dry_run_gives_the_same_answers_and_creates_nothing(en
         assert (error.value.code, error.value.message) == (403, TYPO)
     created, warnings = await env.create(PODS, gpu_pod("fine", 12288, pool="seed-000"), dry_run=True)
     assert warnings == [STAMPED_HAMI, ROUTED]
-    assert annotations(created)["volcano.sh/vgpu-mode"] == "hami-core"
+    assert annotations_of(created)["volcano.sh/vgpu-mode"] == "hami-core"
     assert created["spec"]["schedulerName"] == "vgpu-guard"
     await _seed_001_queues(env)
     with pytest.raises(KubeError) as error:
@@ -386,7 +386,7 @@ async def test_controller_killed_between_ledger_write_and_binding_converges_with
     pods = await settled_gpu_pods(env, bound_count=2, pending_count=1)
     by_name = {p["metadata"]["name"]: p for p in pods}
     assert by_name["first"]["spec"]["nodeName"] == "e2e-crash-0"
-    assert annotations(by_name["first"])["vgpu-guard.io/allocation"] == f"e2e-crash-0/{uid}"
+    assert annotations_of(by_name["first"])["vgpu-guard.io/allocation"] == f"e2e-crash-0/{uid}"
     assert card_memory(pods, "GPU-e2e-crash-0-0") == CARD
     ledger = await env.ledger("e2e-crash-0")
     assert ledger is not None

@@ -115,5 +115,6 @@ def test_pods_whose_verdict_depends_on_other_nodes_have_no_class() -> None:
     assert plain.facts is not None
     term: Any = object()
     for field in ("affinity", "anti_affinity", "spread", "claims"):
-        changed = replace(plain, facts=replace(plain.facts, **{field: (term,)}))
+        change: dict[str, Any] = {field: (term,)}
+        changed = replace(plain, facts=replace(plain.facts, **change))
         assert equivalence_class(changed, anti_affinity_pods=0) is None, field

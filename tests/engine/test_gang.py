@@ -5,6 +5,7 @@ a whole card, so a cluster holds as many members as it has nodes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -54,7 +55,7 @@ def member(group: str, index: int = 0, limits: dict[str, Any] | None = None, **s
     return obj
 
 
-def terms(obj: dict[str, Any]) -> Any:
+def terms(obj: Mapping[str, Any]) -> Any:
     for key in AFFINITY:
         obj = obj[key]
     return obj

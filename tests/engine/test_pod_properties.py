@@ -52,7 +52,7 @@ container = st.fixed_dictionaries(
         "securityContext": st.fixed_dictionaries({"privileged": st.booleans()}),
     },
 )
-annotations = st.dictionaries(
+pod_annotations = st.dictionaries(
     st.sampled_from(
         [
             "volcano.sh/vgpu-mode",
@@ -77,7 +77,7 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
         spec["schedulerName"] = draw(st.sampled_from(["volcano", "default-scheduler"]))
     metadata: dict[str, Any] = {"name": "p", "namespace": "default"}
     if draw(st.booleans()):
-        metadata["annotations"] = draw(annotations)
+        metadata["annotations"] = draw(pod_annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

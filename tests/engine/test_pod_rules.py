@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.builders import A100_40, config_with, default_config, gpu_node, mutate, pod, view_of
-from vgpu_guard.engine.admission import request_for, review_object
+from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 
@@ -33,7 +33,7 @@ def view() -> ClusterView:
 
 def review(
     obj: dict[str, Any], view: ClusterView, config: GuardConfig | None = None, user: str = "alice"
-) -> Any:
+) -> ReviewResult:
     return review_object(request_for(obj, username=user), view, config or default_config())
 
 

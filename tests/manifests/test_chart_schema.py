@@ -16,7 +16,7 @@ from typing import Any
 
 import helm_python.chart
 import jsonschema
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]  # kubernetes-validate ships no type information
 import pytest
 from helm_python.errors import HelmRenderError
 

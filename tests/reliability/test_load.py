@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -139,7 +139,7 @@ async def test_saturation_and_rotation_under_load(
             return start, _rss_kib(child.pid)
 
         results = await asyncio.gather(*(client(i) for i in range(CONCURRENCY)), probe(), rotate(), measure())
-        rss_start, rss_end = results[-1]
+        rss_start, rss_end = cast(tuple[int, int], results[-1])  # measure()'s: gather keeps the order
     finally:
         child.terminate()
         await asyncio.wait_for(child.wait(), 15)

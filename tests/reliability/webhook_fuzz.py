@@ -344,9 +344,10 @@ async def call(app: web.Application, path: str, body: bytes) -> tuple[int, bytes
     message = RawRequestMessage(
         "POST", path, HttpVersion11, headers, (), False, None, False, False, URL(path)
     )
+    # Stand-ins for the handler, writer and task aiohttp's typed signature asks for.
     request = web.Request(
-        message, payload, protocol, None, asyncio.current_task(), loop, client_max_size=MAX_BODY
-    )  # type: ignore[arg-type]
+        message, payload, protocol, None, asyncio.current_task(), loop, client_max_size=MAX_BODY  # type: ignore[arg-type]
+    )  # fmt: skip
     response = await app._handle(request)
     assert isinstance(response, web.Response)
     return response.status, bytes(response.body or b"")  # type: ignore[arg-type]
