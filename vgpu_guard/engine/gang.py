@@ -18,7 +18,7 @@ reservations; the webhook does not watch pods, so running non-GPU pods are not s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -346,94 +346,41 @@ def _persist(
 
 
 def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfig) -> GangDecision | None:
-    """The IB decision for a (normalised) pod; None when it is not a gang member or IB is off."""
+    """The IB decision for a (normalised) pod; None when it is not a gang member or IB is off.
+
+    A gang with a recorded placement follows it; otherwise each cluster the pod allows is sized
+    (``_rooms``) and the best fit with room for minMember members is chosen and recorded."""
     member = gang_of(pod)
     if member is None or not ib_enabled(config):
         return None
     namespace, group, annotation = member
     key = (namespace, group)
     clusters = ib_clusters(view, config.topology)
-    path = f"metadata.annotations[{annotation}]"
     allowed = allowed_clusters(pod, clusters)
     recorded = view.gang_placements.get(key)
     if recorded is not None:
-        cluster = _spec(recorded).get("cluster")
-        if not isinstance(cluster, str) or not cluster:
-            return GangDecision(
-                clusters=clusters,
-                warnings=(
-                    f"{_WHO}: GangPlacement {namespace}/{group} names no cluster; member left unpinned",
-                ),
-            )
-        if cluster not in allowed and cluster in clusters.members:
-            pins = ", ".join(sorted(allowed)) or "no cluster"
-            return GangDecision(
-                clusters=clusters,
-                violation=Violation(
-                    "ib-cluster",
-                    _pin_path(pod, clusters),
-                    f"pins {pins} but gang {namespace}/{group} runs in IB cluster {cluster}; "
-                    f"remove the pod's own cluster pin or pin {cluster}",
-                ),
-            )
-        return GangDecision(
-            clusters=clusters,
-            cluster=cluster,
-            warnings=(f"{_WHO}: gang {namespace}/{group} runs in IB cluster {cluster}; node affinity added",),
-        )
+        return _follow_recorded(pod, recorded, key=key, clusters=clusters, allowed=allowed)
     if not clusters.members:
         return None  # no node belongs to an IB cluster: nothing to choose
-    minimum = _min_member(view, namespace, group)
-    min_member = minimum or 1
     try:
         request = pod_request(pod, config.nvidia, with_no_gpu=True)
     except PodRequestError:
         return None  # validation denies the pod for its own fields
     assert request is not None
-    if not any(
-        node_rejection(request, view.nodes[n]) is None
-        for c in allowed
-        for n in clusters.members[c]
-        if n in view.nodes
-    ):
+    if not _fits_an_ib_node(request, clusters, allowed, view):
         # The pod's own constraints keep it off every IB node (a gang meant for other nodes):
         # not an IB gang, so nothing to choose, record or deny.
         return None
-    rooms: dict[str, _Room] = {}
-    for cluster in sorted(allowed):
-        members = clusters.members[cluster]
-        if request.containers:
-            rooms[cluster] = _gpu_room(
-                request, cluster, members, key=key, min_member=min_member, view=view, config=config
-            )
-        else:
-            rooms[cluster] = _cpu_room(
-                request, pod, cluster, members, key=key, min_member=min_member, view=view
-            )
+    minimum = _min_member(view, namespace, group)
+    min_member = minimum or 1
+    rooms = _rooms(pod, request, clusters, allowed, key=key, min_member=min_member, view=view, config=config)
     fitting = [c for c, room in rooms.items() if room.fits >= min_member]
     notes = () if minimum else (f"{_WHO}: PodGroup {namespace}/{group} not found; gang sized as 1 member",)
     if not fitting:
-        detail = (
-            "; ".join(
-                f"{c} has room for {r.fits} ({r.nodes} eligible nodes, "
-                f"{format_quantity(r.free_now)} {r.unit} free)"
-                for c, r in sorted(rooms.items())
-            )
-            or "the pod's own node constraints allow no cluster"
+        path = f"metadata.annotations[{annotation}]"
+        return _no_room(
+            rooms, key=key, min_member=min_member, clusters=clusters, notes=notes, path=path, config=config
         )
-        message = (
-            f"gang {namespace}/{group} needs {min_member} members in one IB cluster but none can hold them "
-            f"({detail}); lower minMember, free capacity in one cluster, or add nodes"
-        )
-        if config.topology.on_no_fit == "unpinned":
-            return GangDecision(
-                clusters=clusters,
-                warnings=(
-                    *notes,
-                    f"{_WHO}: no IB cluster holds gang {namespace}/{group} ({min_member} members); unpinned",
-                ),
-            )
-        return GangDecision(clusters=clusters, violation=Violation("ib-cluster", path, message))
     chosen = min(fitting, key=lambda c: (rooms[c].free_after, c))
     persist = _persist(
         pod,
@@ -454,6 +401,115 @@ def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfi
             "required node affinity added",
         ),
     )
+
+
+def _follow_recorded(
+    pod: Mapping[str, Any],
+    recorded: Mapping[str, Any],
+    *,
+    key: tuple[str, str],
+    clusters: Clusters,
+    allowed: frozenset[str],
+) -> GangDecision:
+    """A later member of a gang whose cluster is recorded: pinned there, or denied when the pod
+    pins itself to another cluster (a gang split across clusters is what we prevent)."""
+    namespace, group = key
+    cluster = _spec(recorded).get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        return GangDecision(
+            clusters=clusters,
+            warnings=(f"{_WHO}: GangPlacement {namespace}/{group} names no cluster; member left unpinned",),
+        )
+    if cluster not in allowed and cluster in clusters.members:
+        pins = ", ".join(sorted(allowed)) or "no cluster"
+        return GangDecision(
+            clusters=clusters,
+            violation=Violation(
+                "ib-cluster",
+                _pin_path(pod, clusters),
+                f"pins {pins} but gang {namespace}/{group} runs in IB cluster {cluster}; "
+                f"remove the pod's own cluster pin or pin {cluster}",
+            ),
+        )
+    return GangDecision(
+        clusters=clusters,
+        cluster=cluster,
+        warnings=(f"{_WHO}: gang {namespace}/{group} runs in IB cluster {cluster}; node affinity added",),
+    )
+
+
+def _fits_an_ib_node(
+    request: PodRequest, clusters: Clusters, allowed: Iterable[str], view: ClusterView
+) -> bool:
+    """Whether the pod's own node constraints admit any node of a cluster it allows."""
+    return any(
+        node_rejection(request, view.nodes[n]) is None
+        for c in allowed
+        for n in clusters.members[c]
+        if n in view.nodes
+    )
+
+
+def _rooms(
+    pod: Mapping[str, Any],
+    request: PodRequest,
+    clusters: Clusters,
+    allowed: Iterable[str],
+    *,
+    key: tuple[str, str],
+    min_member: int,
+    view: ClusterView,
+    config: GuardConfig,
+) -> dict[str, _Room]:
+    """How many members each allowed cluster can hold: by GPUs for a vGPU gang, else by CPU."""
+    rooms: dict[str, _Room] = {}
+    for cluster in sorted(allowed):
+        members = clusters.members[cluster]
+        if request.containers:
+            rooms[cluster] = _gpu_room(
+                request, cluster, members, key=key, min_member=min_member, view=view, config=config
+            )
+        else:
+            rooms[cluster] = _cpu_room(
+                request, pod, cluster, members, key=key, min_member=min_member, view=view
+            )
+    return rooms
+
+
+def _no_room(
+    rooms: Mapping[str, _Room],
+    *,
+    key: tuple[str, str],
+    min_member: int,
+    clusters: Clusters,
+    notes: tuple[str, ...],
+    path: str,
+    config: GuardConfig,
+) -> GangDecision:
+    """No cluster holds minMember members: denied with each cluster's room, or admitted unpinned
+    when ``topology.onNoFit`` says so."""
+    namespace, group = key
+    if config.topology.on_no_fit == "unpinned":
+        return GangDecision(
+            clusters=clusters,
+            warnings=(
+                *notes,
+                f"{_WHO}: no IB cluster holds gang {namespace}/{group} ({min_member} members); unpinned",
+            ),
+        )
+    detail = (
+        "; ".join(
+            f"{c} has room for {r.fits} ({r.nodes} eligible nodes, "
+            f"{format_quantity(r.free_now)} {r.unit} free)"
+            for c, r in sorted(rooms.items())
+        )
+        or "the pod's own node constraints allow no cluster"
+    )
+    message = (
+        f"gang {namespace}/{group} needs {min_member} members in one IB cluster but none can hold them "
+        f"({detail}); lower minMember, free capacity in one cluster, or add nodes"
+    )
+    return GangDecision(clusters=clusters, violation=Violation("ib-cluster", path, message))
 
 
 def stale_placements(view: ClusterView, *, live_groups: frozenset[tuple[str, str]]) -> list[tuple[str, str]]:
