@@ -242,23 +242,10 @@ def validate_pod_spec(
     metadata = metadata if isinstance(metadata, Mapping) else {}
     annotations = metadata.get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
-    out: list[Violation] = []
-
     # At CREATE no allocator writes these (ours binds with a Binding, Volcano's and the plugin patch
     # the pod later), so only trustedUsers (migrations) may; later writes are pods_allocation's.
     trusted = username in config.admission.trusted_users
-    if not trusted:
-        for key in ALLOCATION_ANNOTATIONS:
-            if key in annotations:
-                out.append(
-                    Violation(
-                        "allocation-annotations",
-                        f"{prefix}metadata.annotations[{key}]",
-                        f"{show(annotations[key])} was set by {username or 'an unknown user'}; allocation "
-                        f"annotations are written by the scheduler at binding, remove it",
-                    )
-                )
-
+    out = [] if trusted else _forged_annotations(annotations, username=username, prefix=prefix)
     containers = list(vgpu_containers(spec, config.nvidia, prefix=f"{prefix}spec"))
     if not containers:
         return out
@@ -266,60 +253,103 @@ def validate_pod_spec(
         out.extend(prebound_violations(spec, username=username, groups=groups, config=config, prefix=prefix))
     if metadata.get("namespace") in config.admission.exempt_namespaces:
         return out
-    mode_raw = annotations.get(VGPU_MODE)
-    mode = mode_raw if isinstance(mode_raw, str) else None
-    mode_path = f"{prefix}metadata.annotations[{VGPU_MODE}]"
-    if mode_raw is not None and mode not in MODES:
-        out.append(
-            Violation(
-                "vgpu-mode-invalid", mode_path, f"{show(mode_raw)} is not a vGPU mode; use hami-core or mig"
-            )
-        )
-        mode = None
-    elif mode is not None and cluster_checks and mode not in view.offered_modes:
-        offered = ", ".join(sorted(view.offered_modes)) or "none"
-        if growing("vgpu-mode-unavailable", view, config):
-            why = f"{mode} is offered by no current node (offered: {offered})"
-            text = why + _GROWS.format(what=f"a node offering {mode}")
-        else:
-            text = (
-                f"{mode} is offered by no node (modes offered: {offered}); "
-                f"use an offered mode or remove the annotation"
-            )
-        out.append(Violation("vgpu-mode-unavailable", mode_path, text))
-
+    mode, mode_problems = _mode(annotations, view, config, prefix=prefix, cluster_checks=cluster_checks)
+    out.extend(mode_problems)
     if len(containers) > 1 and config.admission.multi_container == "deny":
-        first = containers[0].path
-        for cv in containers[1:]:
-            out.append(
-                Violation(
-                    "vgpu-multi-container",
-                    cv.path,
-                    f"also requests vGPU (as does {first}); the device plugin cannot tell the containers "
-                    f"apart at allocation, request vGPU in one container",
-                )
-            )
-
+        out.extend(_multi_container(containers))
     raw_lists = {name: spec.get(name) for name in ("initContainers", "containers")}
     for cv in containers:
         container = raw_lists[cv.list_name][cv.index]  # type: ignore[index]
-        security = container.get("securityContext") if isinstance(container, Mapping) else None
-        if isinstance(security, Mapping) and security.get("privileged") is True:
-            out.append(
-                Violation(
-                    "vgpu-privileged",
-                    f"{cv.path}.securityContext.privileged",
-                    "true gives the container every GPU and bypasses vGPU limits; "
-                    "drop privileged from vGPU containers",
-                )
-            )
-        value_problems = _value_violations(cv, config)
-        out.extend(value_problems)
-        out.extend(_mismatch(container, cv, config))
-        reported = {v.path for v in value_problems}
         out.extend(
-            _range_violations(cv, view, config, mode=mode, cluster_checks=cluster_checks, reported=reported)
+            _container_violations(container, cv, view, config, mode=mode, cluster_checks=cluster_checks)
         )
-        if mode == "mig" and cluster_checks and not value_problems:
-            out.extend(_mig_violations(cv, view, config))
+    return out
+
+
+def _forged_annotations(annotations: Mapping[str, Any], *, username: str, prefix: str) -> list[Violation]:
+    return [
+        Violation(
+            "allocation-annotations",
+            f"{prefix}metadata.annotations[{key}]",
+            f"{show(annotations[key])} was set by {username or 'an unknown user'}; allocation "
+            f"annotations are written by the scheduler at binding, remove it",
+        )
+        for key in ALLOCATION_ANNOTATIONS
+        if key in annotations
+    ]
+
+
+def _mode(
+    annotations: Mapping[str, Any],
+    view: ClusterView,
+    config: GuardConfig,
+    *,
+    prefix: str,
+    cluster_checks: bool,
+) -> tuple[str | None, list[Violation]]:
+    """The pod's vGPU mode (None when unset or invalid) and what is wrong with it: not a mode, or
+    a mode no node offers."""
+    mode_raw = annotations.get(VGPU_MODE)
+    mode = mode_raw if isinstance(mode_raw, str) else None
+    path = f"{prefix}metadata.annotations[{VGPU_MODE}]"
+    if mode_raw is not None and mode not in MODES:
+        text = f"{show(mode_raw)} is not a vGPU mode; use hami-core or mig"
+        return None, [Violation("vgpu-mode-invalid", path, text)]
+    if mode is None or not cluster_checks or mode in view.offered_modes:
+        return mode, []
+    offered = ", ".join(sorted(view.offered_modes)) or "none"
+    if growing("vgpu-mode-unavailable", view, config):
+        why = f"{mode} is offered by no current node (offered: {offered})"
+        text = why + _GROWS.format(what=f"a node offering {mode}")
+    else:
+        text = (
+            f"{mode} is offered by no node (modes offered: {offered}); "
+            f"use an offered mode or remove the annotation"
+        )
+    return mode, [Violation("vgpu-mode-unavailable", path, text)]
+
+
+def _multi_container(containers: list[ContainerVgpu]) -> list[Violation]:
+    first = containers[0].path
+    return [
+        Violation(
+            "vgpu-multi-container",
+            cv.path,
+            f"also requests vGPU (as does {first}); the device plugin cannot tell the containers "
+            f"apart at allocation, request vGPU in one container",
+        )
+        for cv in containers[1:]
+    ]
+
+
+def _container_violations(
+    container: Any,
+    cv: ContainerVgpu,
+    view: ClusterView,
+    config: GuardConfig,
+    *,
+    mode: str | None,
+    cluster_checks: bool,
+) -> list[Violation]:
+    """One vGPU container: privileged, its values, limits against requests, ranges, MIG profiles."""
+    out: list[Violation] = []
+    security = container.get("securityContext") if isinstance(container, Mapping) else None
+    if isinstance(security, Mapping) and security.get("privileged") is True:
+        out.append(
+            Violation(
+                "vgpu-privileged",
+                f"{cv.path}.securityContext.privileged",
+                "true gives the container every GPU and bypasses vGPU limits; "
+                "drop privileged from vGPU containers",
+            )
+        )
+    value_problems = _value_violations(cv, config)
+    out.extend(value_problems)
+    out.extend(_mismatch(container, cv, config))
+    reported = {v.path for v in value_problems}
+    out.extend(
+        _range_violations(cv, view, config, mode=mode, cluster_checks=cluster_checks, reported=reported)
+    )
+    if mode == "mig" and cluster_checks and not value_problems:
+        out.extend(_mig_violations(cv, view, config))
     return out
