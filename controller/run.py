@@ -89,84 +89,148 @@ async def run_controller(
         elector = LeaderElector(
             client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
         )
-    wake = inputs.changed
-    start_pause = StartPause(monotonic=monotonic)
-    start_pause.begin()
-    watchers = [asyncio.create_task(inputs.run(), name="controller-informers")]
-    last_pass = float("-inf")
-    backoff = retry_seconds
-    # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s at
-    # the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
-    backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
-    # Renew once per retry period (at most half a Lease apart), as client-go does, not once per
-    # pass: a busy leader wakes for every pod, and two Lease requests per pass were most of its
-    # requests at 50 pods/s. Timed on a monotonic clock from the start of the round that held
-    # the Lease, so a wall-clock step can never stretch a leadership the server did not record.
-    renew_every = min(retry_seconds, elector.lease_duration / 2)
-    renewed: float | None = None
-    try:
-        while True:
-            start_pause.end_if_overdue()
-            started = monotonic()
-            if elector.leading and renewed is not None and 0 <= started - renewed < renew_every:
-                leading = True
-            else:
-                leading = await elector.try_acquire_or_renew()
-                renewed = started if leading else None
-            metrics.leader.set(1 if leading else 0)
-            if not leading:
-                # A standby acts on nothing the watches report: one Lease attempt per retry
-                # period, and while the Lease itself fails, exponentially fewer (see backoff_cap).
-                if inputs.synced:
-                    start_pause.end()  # its start is over: no pass comes before it leads
-                controller.reports.clear_snapshot()  # the leader exports the GPUs, not us
-                wake.clear()
-                last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
-                backoff = min(backoff * 2, backoff_cap) if elector.error else retry_seconds
-                await sleep(backoff)
-                continue
-            controller.reports.refresh_snapshot()
-            if not inputs.synced:
-                # Decide nothing from a half-filled cache (the queue-guarantees crash came from one).
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(retry_seconds):
-                        await inputs.wait_synced()
-                continue
-            due = wake.is_set() or time.monotonic() - last_pass >= resync_seconds
-            if due:
-                wake.clear()
-                last_pass = time.monotonic()
-                try:
-                    results = await controller.settle(max_passes=max_passes)
-                finally:
-                    start_pause.end()  # the first pass built what the caches hold into the World
-                if results and results[-1].errors:
-                    # Failing (API errors, our CRD not installed): retry with backoff, not in a
-                    # tight loop that floods the log and the API server (the pass logs it once).
-                    wake.set()
-                    backoff = min(backoff * 2, backoff_cap)
-                    await sleep(backoff)
+    loop = _Rounds(
+        controller,
+        inputs,
+        elector,
+        metrics,
+        resync_seconds=resync_seconds,
+        retry_seconds=retry_seconds,
+        max_passes=max_passes,
+        sleep=sleep,
+        monotonic=monotonic,
+    )
+    await loop.run()
+
+
+class _Rounds:
+    """The replica's rounds: hold or wait for the Lease; as the leader, pass when something
+    changed or the resync is due, then wait for the next change (renewing the Lease either way)."""
+
+    def __init__(
+        self,
+        controller: AllocationController,
+        inputs: CachedInputs,
+        elector: LeaderElector,
+        metrics: AllocationMetrics,
+        *,
+        resync_seconds: float,
+        retry_seconds: float,
+        max_passes: int,
+        sleep: Callable[[float], Awaitable[None]],
+        monotonic: Callable[[], float],
+    ) -> None:
+        self.controller, self.inputs, self.elector, self.metrics = controller, inputs, elector, metrics
+        self.resync_seconds, self.retry_seconds, self.max_passes = resync_seconds, retry_seconds, max_passes
+        self.sleep, self.monotonic = sleep, monotonic
+        self.wake = inputs.changed
+        self.start_pause = StartPause(monotonic=monotonic)
+        self.last_pass = float("-inf")
+        self.backoff = retry_seconds
+        # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s
+        # at the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
+        self.backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
+        # Renew once per retry period (at most half a Lease apart), as client-go does, not once per
+        # pass: a busy leader wakes for every pod, and two Lease requests per pass were most of its
+        # requests at 50 pods/s. Timed on a monotonic clock from the start of the round that held
+        # the Lease, so a wall-clock step can never stretch a leadership the server did not record.
+        self.renew_every = min(retry_seconds, elector.lease_duration / 2)
+        self.renewed: float | None = None
+
+    async def run(self) -> None:
+        self.start_pause.begin()
+        watchers = [asyncio.create_task(self.inputs.run(), name="controller-informers")]
+        try:
+            while True:
+                self.start_pause.end_if_overdue()
+                if not await self._leading():
+                    await self._stand_by()
                     continue
-                backoff = retry_seconds
-                if results and results[-1].changed:
-                    wake.set()  # not settled within max_passes: go on after renewing the Lease
+                self.controller.reports.refresh_snapshot()
+                if not self.inputs.synced:
+                    await self._wait_synced()
                     continue
-                await release_stale_placements(
-                    client, inputs.cluster.snapshot(config), inputs.pods.items.values()
-                )
-            # Wake on a change; renew the Lease every retry period either way.
-            with contextlib.suppress(TimeoutError):
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-                # arrives as a watch wakes the loop, and shutdown then hangs.
-                async with asyncio.timeout(retry_seconds):
-                    await wake.wait()
-    finally:
-        start_pause.end()
+                if self._due() and not await self._pass():
+                    continue
+                await self._wait_for_change()
+        finally:
+            await self._shut_down(watchers)
+
+    async def _leading(self) -> bool:
+        """Whether this replica leads this round: a Lease renewed less than ``renew_every`` ago
+        stands; otherwise one acquire-or-renew request."""
+        started = self.monotonic()
+        renewed = self.renewed
+        if self.elector.leading and renewed is not None and 0 <= started - renewed < self.renew_every:
+            leading = True
+        else:
+            leading = await self.elector.try_acquire_or_renew()
+            self.renewed = started if leading else None
+        self.metrics.leader.set(1 if leading else 0)
+        return leading
+
+    async def _stand_by(self) -> None:
+        """A standby acts on nothing the watches report: one Lease attempt per retry period, and
+        while the Lease itself fails, exponentially fewer (see ``backoff_cap``)."""
+        if self.inputs.synced:
+            self.start_pause.end()  # its start is over: no pass comes before it leads
+        self.controller.reports.clear_snapshot()  # the leader exports the GPUs, not us
+        self.wake.clear()
+        self.last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
+        self.backoff = min(self.backoff * 2, self.backoff_cap) if self.elector.error else self.retry_seconds
+        await self.sleep(self.backoff)
+
+    async def _wait_synced(self) -> None:
+        """Decide nothing from a half-filled cache (the queue-guarantees crash came from one)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.retry_seconds):
+                await self.inputs.wait_synced()
+
+    def _due(self) -> bool:
+        return self.wake.is_set() or time.monotonic() - self.last_pass >= self.resync_seconds
+
+    async def _pass(self) -> bool:
+        """Settle the cluster; False when the next round must start at once (not settled within
+        ``max_passes``, or failing, after a backoff)."""
+        self.wake.clear()
+        self.last_pass = time.monotonic()
+        try:
+            results = await self.controller.settle(max_passes=self.max_passes)
+        finally:
+            self.start_pause.end()  # the first pass built what the caches hold into the World
+        if results and results[-1].errors:
+            # Failing (API errors, our CRD not installed): retry with backoff, not in a tight
+            # loop that floods the log and the API server (the pass logs it once).
+            self.wake.set()
+            self.backoff = min(self.backoff * 2, self.backoff_cap)
+            await self.sleep(self.backoff)
+            return False
+        self.backoff = self.retry_seconds
+        if results and results[-1].changed:
+            self.wake.set()  # not settled within max_passes: go on after renewing the Lease
+            return False
+        controller, inputs = self.controller, self.inputs
+        await release_stale_placements(
+            controller.client, inputs.cluster.snapshot(controller.config), inputs.pods.items.values()
+        )
+        return True
+
+    async def _wait_for_change(self) -> None:
+        """Wake on a change; renew the Lease every retry period either way."""
+        with contextlib.suppress(TimeoutError):
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as a watch wakes the loop, and shutdown then hangs.
+            async with asyncio.timeout(self.retry_seconds):
+                await self.wake.wait()
+
+    async def _shut_down(self, watchers: list[asyncio.Task[None]]) -> None:
+        self.start_pause.end()
         for task in watchers:
             task.cancel()
         await asyncio.gather(*watchers, return_exceptions=True)
+        controller = self.controller
         await controller.binder.drain()
         await controller.flush_events()
-        await elector.release()
-        metrics.leader.set(0)
+        await self.elector.release()
+        self.metrics.leader.set(0)
         controller.reports.clear_snapshot()
