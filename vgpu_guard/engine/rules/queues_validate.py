@@ -427,55 +427,75 @@ def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: Guar
     """
     name = _name(obj)
     violations = field_violations(obj, release=config.queues.volcano_release)
-    warnings: list[str] = []
     tree = QueueTree.from_queues(view.queues.values())
     # UPDATE: the API server's old version; CREATE: the view as it is (a stale same-name entry
     # included, so a re-created queue is judged against what the scheduler still sees).
     before = tree.replaced(name, old) if old is not None else tree
     after = tree.replaced(name, obj)
+    violations.extend(_parent_violations(name, obj, after))
+    violations.extend(_sibling_violations(name, obj, before, after))
+    violations.extend(_children_violations(name, obj, before, after))
+    capacity_violations, warnings = _capacity_findings(name, obj, before, after, view=view, config=config)
+    violations.extend(capacity_violations)
+    return QueueCheck(violations=tuple(violations), warnings=tuple(warnings))
+
+
+def _sibling_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree) -> list[Violation]:
+    """The queue's guarantee pushes its parent's children past the parent's own guarantee (and
+    this change made it worse, or moved the queue under that parent)."""
+    parent = _parent(obj)
+    if parent in ("", ROOT_QUEUE, name) or parent not in after.parents:
+        return []
     raw_guarantee = _mapping(obj, *_GUARANTEE[1])
     guarantee = after.guarantees.get(name, {})
+    out = []
+    for resource in sorted(guarantee):
+        limit = after.own(parent, resource)
+        children_after = after.children_sum(parent, resource)
+        excess_after = children_after - limit
+        excess_before = before.children_sum(parent, resource) - before.own(parent, resource)
+        if excess_after > 0 and (excess_after > excess_before or before.parents.get(name) != parent):
+            message = _siblings_message(
+                raw_guarantee[resource],
+                resource,
+                parent=parent,
+                children_sum=children_after,
+                limit=limit,
+                own=guarantee[resource],
+            )
+            out.append(Violation("queue-hierarchy", f"{_GUARANTEE[0]}.{resource}", message))
+    return out
 
-    violations.extend(_parent_violations(name, obj, after))
-    parent = _parent(obj)
-    if parent not in ("", ROOT_QUEUE, name) and parent in after.parents:
-        for resource in sorted(guarantee):
-            limit = after.own(parent, resource)
-            children_after = after.children_sum(parent, resource)
-            excess_after = children_after - limit
-            excess_before = before.children_sum(parent, resource) - before.own(parent, resource)
-            if excess_after > 0 and (excess_after > excess_before or before.parents.get(name) != parent):
-                violations.append(
-                    Violation(
-                        "queue-hierarchy",
-                        f"{_GUARANTEE[0]}.{resource}",
-                        _siblings_message(
-                            raw_guarantee[resource],
-                            resource,
-                            parent=parent,
-                            children_sum=children_after,
-                            limit=limit,
-                            own=guarantee[resource],
-                        ),
-                    )
-                )
-    if after.children(name):
-        child_resources = sorted({r for c in after.children(name) for r in after.guarantees.get(c, {})})
-        for resource in child_resources:
-            excess_after = after.children_sum(name, resource) - after.own(name, resource)
-            excess_before = before.children_sum(name, resource) - before.own(name, resource)
-            if excess_after > 0 and (name not in before.parents or excess_after > excess_before):
-                violations.append(
-                    Violation(
-                        "queue-hierarchy",
-                        f"{_GUARANTEE[0]}.{resource}",
-                        _children_message(after, name, resource, raw_guarantee.get(resource)),
-                    )
-                )
 
+def _children_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree) -> list[Violation]:
+    """The queue's children guarantee more than the queue itself (a new queue, or worse than before)."""
+    if not after.children(name):
+        return []
+    raw_guarantee = _mapping(obj, *_GUARANTEE[1])
+    child_resources = sorted({r for c in after.children(name) for r in after.guarantees.get(c, {})})
+    out = []
+    for resource in child_resources:
+        excess_after = after.children_sum(name, resource) - after.own(name, resource)
+        excess_before = before.children_sum(name, resource) - before.own(name, resource)
+        if excess_after > 0 and (name not in before.parents or excess_after > excess_before):
+            message = _children_message(after, name, resource, raw_guarantee.get(resource))
+            out.append(Violation("queue-hierarchy", f"{_GUARANTEE[0]}.{resource}", message))
+    return out
+
+
+def _capacity_findings(
+    name: str, obj: Obj, before: QueueTree, after: QueueTree, *, view: ClusterView, config: GuardConfig
+) -> tuple[list[Violation], list[str]]:
+    """The queues' guarantees against the cluster's capacity, per resource the queue guarantees:
+    a violation when this change grows a total past capacity; a warning when the total is already
+    past it, or grows past the warning level (none in audit mode, or for a zero guarantee)."""
+    raw_guarantee = _mapping(obj, *_GUARANTEE[1])
+    guarantee = after.guarantees.get(name, {})
     capacity = cluster_capacity(view, config)
     fraction = Fraction(config.queues.warn_fraction)
     quiet = config.action_for("queue-guarantee-capacity") is Action.AUDIT
+    violations: list[Violation] = []
+    warnings: list[str] = []
     for resource in sorted(guarantee):
         cap = _capacity_for(capacity, resource)
         total = after.total(resource)
@@ -483,20 +503,15 @@ def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: Guar
         path = f"{_GUARANTEE[0]}.{resource}"
         if total > cap.amount and grew:
             without = after.with_guarantee(name, resource, Fraction(0)).total(resource)
-            violations.append(
-                Violation(
-                    "queue-guarantee-capacity",
-                    path,
-                    _capacity_message(
-                        raw_guarantee[resource],
-                        resource,
-                        total=total,
-                        without=without,
-                        capacity=cap,
-                        own=guarantee[resource],
-                    ),
-                )
+            message = _capacity_message(
+                raw_guarantee[resource],
+                resource,
+                total=total,
+                without=without,
+                capacity=cap,
+                own=guarantee[resource],
             )
+            violations.append(Violation("queue-guarantee-capacity", path, message))
         elif quiet or guarantee[resource] == 0:
             continue
         elif total > cap.amount:
@@ -510,7 +525,7 @@ def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: Guar
                 f"of {format_amount(resource, cap.amount)} ({_percent(total, cap.amount)}, warning level "
                 f"{_percent(fraction, Fraction(1))})"
             )
-    return QueueCheck(violations=tuple(violations), warnings=tuple(warnings))
+    return violations, warnings
 
 
 def admit_queue(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
