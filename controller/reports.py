@@ -77,6 +77,10 @@ class Reporter:
         self.metrics = metrics
         self._events: set[asyncio.Task[None]] = set()
         self._reported_pods: set[tuple[str, str]] = set()
+        # Pod UID -> (the resourceVersion it was reported unschedulable from, the message): until a
+        # newer version of the pod reaches the cache, the patch we sent is not in it yet, and a
+        # pass in that window must not patch and send the Event again.
+        self._unschedulable_sent: dict[str, tuple[str, str]] = {}
         self.reported_findings: set[tuple[str, str, str]] = set()
         self._reported_violations: dict[str, frozenset[str]] = {}
         self._usage: dict[str, dict[str, GpuUsage]] = {}
@@ -164,6 +168,9 @@ class Reporter:
         result.unschedulable.append(f"{meta.get('namespace')}/{meta.get('name')}")
         if current is not None and current.get("status") == "False" and current.get("message") == message:
             return
+        uid, version = str(meta.get("uid")), str(meta.get("resourceVersion") or "")
+        if version and self._unschedulable_sent.get(uid) == (version, message):
+            return  # sent from this very version: the cache has not shown our patch yet
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         condition = {
             "type": "PodScheduled",
@@ -187,6 +194,7 @@ class Reporter:
         except KubeError as e:
             result.errors.append(f"pods/status {meta.get('namespace')}/{meta.get('name')}: {e}")
             return
+        self._unschedulable_sent[uid] = (version, message)
         self.metrics.unschedulable.inc()
         self.emit(self.event(pod, reason="FailedScheduling", message=message, type_="Warning"))
 
@@ -360,6 +368,8 @@ class Reporter:
             self.reported_findings = {k for k in self.reported_findings if k[0] not in gone}
         if gone and self._reported_pods:
             self._reported_pods = {k for k in self._reported_pods if k[0] not in gone}
+        for uid in gone:
+            self._unschedulable_sent.pop(uid, None)
         for node, uids in list(self._repaired.items()):
             uids.difference_update(gone)
             if not uids:
