@@ -224,6 +224,14 @@ class QueueTree:
     def children_sum(self, name: str, resource: str) -> Fraction:
         return sum((self.own(c, resource) for c in self.children(name)), Fraction(0))
 
+    def child_resources(self, name: str) -> list[str]:
+        """The resources any child of the queue guarantees, sorted."""
+        return sorted({r for c in self.children(name) for r in self.guarantees.get(c, {})})
+
+    def excess(self, name: str, resource: str) -> Fraction:
+        """How far the children's guarantees exceed the queue's own (zero or less: they fit)."""
+        return self.children_sum(name, resource) - self.own(name, resource)
+
     def ancestors(self, name: str) -> list[str]:
         """Parents up to the top, stopping at a cycle."""
         out: list[str] = []
@@ -450,17 +458,16 @@ def _sibling_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree
     guarantee = after.guarantees.get(name, {})
     out = []
     for resource in sorted(guarantee):
-        limit = after.own(parent, resource)
-        children_after = after.children_sum(parent, resource)
-        excess_after = children_after - limit
-        excess_before = before.children_sum(parent, resource) - before.own(parent, resource)
-        if excess_after > 0 and (excess_after > excess_before or before.parents.get(name) != parent):
+        excess_after = after.excess(parent, resource)
+        if excess_after > 0 and (
+            excess_after > before.excess(parent, resource) or before.parents.get(name) != parent
+        ):
             message = _siblings_message(
                 raw_guarantee[resource],
                 resource,
                 parent=parent,
-                children_sum=children_after,
-                limit=limit,
+                children_sum=after.children_sum(parent, resource),
+                limit=after.own(parent, resource),
                 own=guarantee[resource],
             )
             out.append(Violation("queue-hierarchy", f"{_GUARANTEE[0]}.{resource}", message))
@@ -472,12 +479,10 @@ def _children_violations(name: str, obj: Obj, before: QueueTree, after: QueueTre
     if not after.children(name):
         return []
     raw_guarantee = _mapping(obj, *_GUARANTEE[1])
-    child_resources = sorted({r for c in after.children(name) for r in after.guarantees.get(c, {})})
     out = []
-    for resource in child_resources:
-        excess_after = after.children_sum(name, resource) - after.own(name, resource)
-        excess_before = before.children_sum(name, resource) - before.own(name, resource)
-        if excess_after > 0 and (name not in before.parents or excess_after > excess_before):
+    for resource in after.child_resources(name):
+        excess_after = after.excess(name, resource)
+        if excess_after > 0 and (name not in before.parents or excess_after > before.excess(name, resource)):
             message = _children_message(after, name, resource, raw_guarantee.get(resource))
             out.append(Violation("queue-hierarchy", f"{_GUARANTEE[0]}.{resource}", message))
     return out
@@ -637,8 +642,8 @@ def audit_queues(view: ClusterView, config: GuardConfig) -> QueueAudit:
         found = field_violations(obj, release=EVERY_RELEASE)
         found.extend(_parent_violations(name, obj, tree))
         raw_guarantee = _mapping(obj, *_GUARANTEE[1])
-        for resource in sorted({r for c in tree.children(name) for r in tree.guarantees.get(c, {})}):
-            if tree.children_sum(name, resource) > tree.own(name, resource):
+        for resource in tree.child_resources(name):
+            if tree.excess(name, resource) > 0:
                 found.append(
                     Violation(
                         "queue-hierarchy",
