@@ -74,9 +74,12 @@ async def test_an_unschedulable_pod_is_reported_once_while_the_cache_lags() -> N
 
 
 async def test_a_pod_that_went_is_forgotten() -> None:
+    """What was sent for a pod is dropped with the pod (the memory stays bounded by live pods)."""
     cluster = Cluster()
     reporter = _reporter(cluster, CollectorRegistry())
     pod = cluster.create_pod(vgpu_pod("p", memory=12288))
     await reporter.unschedulable(pod, "no room", PassReports())
     reporter.forget_pods({pod["metadata"]["uid"]})
-    assert reporter._unschedulable_sent == {}
+    await reporter.unschedulable(pod, "no room", PassReports())  # nothing remembered: sent again
+    await reporter.flush_events()
+    assert len(cluster.events("FailedScheduling")) == 2
