@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -179,7 +179,7 @@ class AllocationController:
         self._requests: dict[str, tuple[str, PodRequest | PodRequestError | None]] = {}
         self._unplaceable = UnplaceableMemo()
         self._reported_bad: dict[str, str] = {}
-        self._unreconciled: set[str] = set()
+        self._unreconciled: dict[str, None] = {}  # an ordered set, as ``Changes.dirty``
         self._last_error: str | None = None
         # The workloads that last indexed the side objects (claims, volumes, namespaces), and their version.
         self._side_indexed: tuple[Workloads, tuple[int, ...] | None] | None = None
@@ -344,10 +344,12 @@ class AllocationController:
         dirty = changes.dirty | self._unreconciled
         self._unreconciled = dirty
         confirmed = set() if inputs.fresh else await self._confirm_missing(dirty)
-        step = self._reconcile(dirty - confirmed, world.view, result)
+        if confirmed:
+            dirty = {uid: None for uid in dirty if uid not in confirmed}
+        step = self._reconcile(dirty, world.view, result)
         if step.any or step.invalid:
             await self._write_reconciled(step, world.view, result)
-        self._unreconciled = set()
+        self._unreconciled = {}
         if step.any:
             return  # the next pass starts from what we just wrote (fresh resourceVersions)
         try:
@@ -366,7 +368,7 @@ class AllocationController:
                 log.error("GPULedger %s is malformed, its node is left alone: %s", name, error)
         self._reported_bad = dict(self.world.bad)
 
-    async def _confirm_missing(self, dirty: set[str]) -> set[str]:
+    async def _confirm_missing(self, dirty: Iterable[str]) -> set[str]:
         """Ask the server about ledger entries whose pod the cache does not hold (yet).
 
         A cache may lag the ledgers it is compared with: a pod created and reserved moments ago
@@ -395,7 +397,7 @@ class AllocationController:
 
     # --- 1. release, verify, adopt (over what changed) ---------------------------------------------
 
-    def _reconcile(self, dirty: set[str], view: ClusterView, result: PassResult) -> Reconciled:
+    def _reconcile(self, dirty: Iterable[str], view: ClusterView, result: PassResult) -> Reconciled:
         world = self.world
         step = Reconciled()
         factor = self.config.nvidia.gpu_memory_factor
