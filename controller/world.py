@@ -55,7 +55,9 @@ class PodRecord:
     group: str  # PodGroup name from the group annotations ("" for none)
     phase: str  # volcano.sh/bind-phase
     vgpu_node: str  # volcano.sh/vgpu-node
-    bind_time: int  # volcano.sh/bind-time, 0 when absent or unreadable
+    # volcano.sh/bind-time of an allocating pod (the handshake's timeout counts from it; no other
+    # pod's is read), 0 when absent or unreadable
+    bind_time: int
     assignment: str  # volcano.sh/vgpu-ids-new ("" for none)
 
     @property
@@ -73,10 +75,20 @@ class PodRecord:
 
 
 def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
-    meta = as_mapping(pod.get("metadata"))
-    spec = as_mapping(pod.get("spec"))
-    notes = as_mapping(meta.get("annotations"))
-    phase = _text(as_mapping(pod.get("status")).get("phase"))
+    # ``as_mapping`` only for what is not a plain dict: a decoded pod's maps all are, and a start
+    # reads 100,000 of them.
+    meta, spec, status = pod.get("metadata"), pod.get("spec"), pod.get("status")
+    if meta.__class__ is not dict:
+        meta = as_mapping(meta)
+    if spec.__class__ is not dict:
+        spec = as_mapping(spec)
+    if status.__class__ is not dict:
+        status = as_mapping(status)
+    notes = meta.get("annotations")
+    if notes.__class__ is not dict:
+        notes = as_mapping(notes)
+    phase = _text(status.get("phase"))
+    bind_phase = _text(notes.get(BIND_PHASE))
     # Positional, in the fields' order: keyword arguments cost twice as much to pass.
     return PodRecord(
         key,
@@ -89,9 +101,9 @@ def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
         spec.get("schedulerName") == scheduler,  # ours
         whole_card_gpus(pod),  # whole
         _group_of(notes),  # group
-        _text(notes.get(BIND_PHASE)),  # phase
+        bind_phase,  # phase
         _text(notes.get(VGPU_NODE)),  # vgpu_node
-        plain_int(str(notes.get(BIND_TIME, "0"))) or 0,  # bind_time
+        (plain_int(str(notes.get(BIND_TIME, "0"))) or 0) if bind_phase == "allocating" else 0,  # bind_time
         _text(notes.get(VGPU_IDS)),  # assignment
     )
 
@@ -282,31 +294,38 @@ class World:
             if record is not None and record.key == key:
                 self._forget(record, changes)
                 changes.gone.add(uid)
+        # Locals for what every step reads: a start takes in 100,000 pods here.
+        pod_objs, records, pods, scheduler = self._pod_objs, self.records, self.pods, self._scheduler
         for key, obj in changed:
-            old = self._pod_objs.get(key)
+            old = pod_objs.get(key)
             if old is obj:
                 continue
-            self._pod_objs[key] = obj
-            record = record_of(key, obj, self._scheduler)
-            previous = self.records.get(record.uid)
+            pod_objs[key] = obj
+            record = record_of(key, obj, scheduler)
+            uid = record.uid
+            previous = records.get(uid)
+            pods[uid] = obj
             if old is not None:
                 old_uid = str(as_mapping(old.get("metadata")).get("uid") or "")
-                if old_uid != record.uid and old_uid in self.records:
-                    self._forget(self.records[old_uid], changes)  # same name, a new pod
+                if old_uid != uid and old_uid in records:
+                    self._forget(records[old_uid], changes)  # same name, a new pod
                     changes.gone.add(old_uid)
-            self.pods[record.uid] = obj
-            self.workloads.refresh(record.uid, obj)
-            if previous == record:
+            if previous is None:
+                self._remember(record, changes)  # new to this world: no deferred version to refresh
                 continue
-            if previous is not None:
+            self.workloads.refresh(uid, obj)
+            if previous != record:
                 self._forget(previous, changes)
-            self._remember(record, changes)
+                self._remember(record, changes)
 
     def _remember(self, record: PodRecord, changes: Changes) -> None:
         self.records[record.uid] = record
         changes.dirty[record.uid] = None
         if record.bound:
-            self.bound_on.setdefault(record.node, set()).add(record.uid)
+            on = self.bound_on.get(record.node)
+            if on is None:  # not setdefault(node, set()): that builds a set for every pod
+                on = self.bound_on[record.node] = set()
+            on.add(record.uid)
             if record.whole:
                 self.whole[record.node] += record.whole
                 changes.whole.add(record.node)
