@@ -6,8 +6,9 @@ most of a running pod's size and nothing the controller reads; at 100,000 pods t
 of its memory, and the per-pod parts (a token volume's random name) would keep replicas from
 sharing anything. The projection keeps identity, labels and annotations, the spec with containers
 reduced to what any reader takes (requests and limits, host ports, the name, a sidecar's
-restartPolicy) and volumes reduced to those a filter judges, and the phase and conditions. A test
-holds the pod's facts and vGPU request equal before and after.
+restartPolicy) and volumes reduced to those a filter judges, and the phase (and a pending pod's
+conditions, which the Reporter reads). A test holds the pod's facts and vGPU request equal before
+and after.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ Obj = dict[str, Any]
 _POD_META = frozenset(("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
                        "deletionTimestamp", "creationTimestamp", "ownerReferences"))  # fmt: skip
 _POD_STATUS = frozenset(("phase", "conditions"))
+# A bound pod's conditions are read by no one (the Reporter patches PodScheduled on pending pods
+# only), and their lastTransitionTime stamps make every pod's status its own: ~1 KB a pod that no
+# replica could share, and a key per pod that churned the sharing table. Its phase is all we keep.
+_BOUND_POD_STATUS = frozenset(("phase",))
 _JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 
 
@@ -59,14 +64,16 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     meta = as_mapping(pod.get("metadata"))
     status = as_mapping(pod.get("status"))
     spec = pod.get("spec") or {}
+    bound = False
     if isinstance(spec, dict):
         _project_spec(spec)
+        bound = bool(spec.get("nodeName"))
     out: Obj = {
         "apiVersion": pod.get("apiVersion") or "v1",
         "kind": "Pod",
         "metadata": _only(meta, _POD_META),
         "spec": spec,
-        "status": _only(status, _POD_STATUS),
+        "status": _only(status, _BOUND_POD_STATUS if bound else _POD_STATUS),
     }
     # Strings every pod of a namespace or a node repeats: one shared copy instead of one per pod
     # (the decoded object is this call's own; an equal string replaces each).

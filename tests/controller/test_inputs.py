@@ -68,6 +68,19 @@ def test_the_projection_keeps_what_decisions_read() -> None:
     assert projected["spec"] == pod["spec"]
 
 
+def test_a_bound_pods_status_is_its_phase_and_replicas_share_it() -> None:
+    """Conditions carry per-pod timestamps: kept, no two bound pods' statuses would be equal."""
+    share = SharedParts()
+    statuses = []
+    for name, stamp in (("r0", "2026-11-27T10:00:00Z"), ("r1", "2026-11-27T10:00:07Z")):
+        pod = vgpu_pod(name, memory=1000)
+        pod["spec"]["nodeName"] = "n1"
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
+        pod["status"] = {"phase": "Running", "conditions": [ready], "podIP": "10.0.0.1"}
+        statuses.append(project_pod(pod, share=share)["status"])
+    assert statuses[0] == {"phase": "Running"} and statuses[1] is statuses[0]
+
+
 def test_replicas_share_their_equal_pieces() -> None:
     share = SharedParts()
     replicas = []
