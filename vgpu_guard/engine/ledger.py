@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.devices import GpuDevice
 from vgpu_guard.engine.mig_placement import total_slices
 
 __all__ = [
@@ -262,21 +263,8 @@ def check_invariants(
     reported too (the card vanished or the node re-registered): their capacity cannot be checked.
     ``usage``: ``gpu_usage`` of the ledger when the caller has computed it already.
     """
-    out: list[LedgerViolation] = []
+    out = _duplicate_devices(ledger)
     cards = {g.uuid: g for g in node.gpus}
-    for allocation in ledger.allocations.values():
-        for container in allocation.containers:
-            uuids = [d.uuid for d in container.devices]
-            for uuid in sorted({u for u in uuids if uuids.count(u) > 1}):
-                out.append(
-                    LedgerViolation(
-                        ledger.node,
-                        uuid,
-                        "duplicate-device",
-                        f"container {container.name} of {allocation.key} holds GPU {uuid} twice; "
-                        "a container needs distinct GPUs",
-                    )
-                )
     if usage is None:
         usage = gpu_usage(ledger.allocations.values())
     for uuid, u in sorted(usage.items()):
@@ -291,35 +279,61 @@ def check_invariants(
                 )
             )
             continue
-        capacity = card.memory * memory_factor
-        where = f"GPU {uuid} on node {ledger.node}"
-        if u.memory > capacity:
-            out.append(
-                LedgerViolation(
-                    ledger.node,
-                    uuid,
-                    "memory",
-                    f"{where}: {u.memory} MiB reserved > {capacity} MiB capacity ({_pods(u)})",
-                )
-            )
-        if u.cores > MAX_CORES:
-            out.append(
-                LedgerViolation(
-                    ledger.node, uuid, "cores", f"{where}: {u.cores}% cores reserved > 100% ({_pods(u)})"
-                )
-            )
-        if u.grants > card.split_count:
-            out.append(
-                LedgerViolation(
-                    ledger.node,
-                    uuid,
-                    "pods",
-                    f"{where}: {u.grants} vGPUs > split count {card.split_count} ({_pods(u)})",
-                )
-            )
+        out.extend(_card_violations(ledger.node, card, u, memory_factor))
         if u.mig:
             total = (mig_slices or {}).get(uuid, total_slices(card.type))
             out.extend(_mig_violations(ledger.node, uuid, u, total))
+    return out
+
+
+def _duplicate_devices(ledger: NodeLedger) -> list[LedgerViolation]:
+    """A container holding one GPU twice (its grants would count the card twice)."""
+    out: list[LedgerViolation] = []
+    for allocation in ledger.allocations.values():
+        for container in allocation.containers:
+            uuids = [d.uuid for d in container.devices]
+            for uuid in sorted({u for u in uuids if uuids.count(u) > 1}):
+                out.append(
+                    LedgerViolation(
+                        ledger.node,
+                        uuid,
+                        "duplicate-device",
+                        f"container {container.name} of {allocation.key} holds GPU {uuid} twice; "
+                        "a container needs distinct GPUs",
+                    )
+                )
+    return out
+
+
+def _card_violations(node: str, card: GpuDevice, u: GpuUsage, memory_factor: int) -> list[LedgerViolation]:
+    """One registered card's memory, cores and vGPU count against what the ledger reserves on it."""
+    out: list[LedgerViolation] = []
+    capacity = card.memory * memory_factor
+    where = f"GPU {card.uuid} on node {node}"
+    if u.memory > capacity:
+        out.append(
+            LedgerViolation(
+                node,
+                card.uuid,
+                "memory",
+                f"{where}: {u.memory} MiB reserved > {capacity} MiB capacity ({_pods(u)})",
+            )
+        )
+    if u.cores > MAX_CORES:
+        out.append(
+            LedgerViolation(
+                node, card.uuid, "cores", f"{where}: {u.cores}% cores reserved > 100% ({_pods(u)})"
+            )
+        )
+    if u.grants > card.split_count:
+        out.append(
+            LedgerViolation(
+                node,
+                card.uuid,
+                "pods",
+                f"{where}: {u.grants} vGPUs > split count {card.split_count} ({_pods(u)})",
+            )
+        )
     return out
 
 

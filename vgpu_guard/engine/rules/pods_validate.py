@@ -111,7 +111,8 @@ def _range_violations(
     cluster_checks: bool,
     reported: set[str],
 ) -> list[Violation]:
-    out: list[Violation] = []
+    """Each integer vGPU value against its range, in the order number, cores, percentage, memory;
+    a value whose path was reported already (unreadable) is not judged again."""
 
     def integer(key: str) -> tuple[VgpuValue, int] | None:
         value = cv.values.get(key)  # type: ignore[call-overload]
@@ -119,71 +120,74 @@ def _range_violations(
             return None
         return value, value.integer
 
+    out: list[Violation] = []
     if (got := integer("number")) is not None:
-        value, n = got
-        if n < 1:
-            out.append(
-                Violation(
-                    "vgpu-number-range",
-                    value.path,
-                    f"{show(value.raw)} must be at least 1; ask for 1 or more cards or remove the resource",
-                )
-            )
-        elif cluster_checks and n > view.max_gpus_per_node:
-            most = view.max_gpus_per_node
-            if growing("vgpu-number-range", view, config):
-                why = f"{show(value.raw)} > {most}, the most cards on any current node"
-                text = why + _GROWS.format(what=f"a node with {n} GPUs")
-            else:
-                text = (
-                    f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-                    f"ask for at most {most}"
-                )
-            out.append(Violation("vgpu-number-range", value.path, text))
-    if (got := integer("cores")) is not None:
-        value, n = got
-        if not 0 <= n <= 100:
-            out.append(
-                Violation(
-                    "vgpu-cores-range",
-                    value.path,
-                    f"{show(value.raw)} is outside 0..100 (percent of one GPU); use 0..100, 100 = whole card",
-                )
-            )
-    if (got := integer("percentage")) is not None:
-        value, n = got
-        if not 0 <= n <= 100:
-            out.append(
-                Violation(
-                    "vgpu-memory-percentage-range",
-                    value.path,
-                    f"{show(value.raw)} is outside 0..100 (percent of one card's memory); use 0..100",
-                )
-            )
+        out.extend(_number_violations(*got, view, config, cluster_checks=cluster_checks))
+    for key, code, unit in _PERCENTS:
+        if (got := integer(key)) is not None and not 0 <= got[1] <= 100:
+            value = got[0]
+            out.append(Violation(code, value.path, f"{show(value.raw)} is outside 0..100 ({unit}"))
     if (got := integer("memory")) is not None and cluster_checks and mode != "mig":
-        value, n = got
-        largest = view.largest_card_memory
-        if n > largest and growing("vgpu-memory-too-large", view, config):
-            why = f"{show(value.raw)} > {largest}, the largest current card"
-            out.append(
-                Violation(
-                    "vgpu-memory-too-large", value.path, why + _GROWS.format(what="a node with such a card")
-                )
-            )
-        elif n > largest:
-            out.append(
-                Violation(
-                    "vgpu-memory-too-large",
-                    value.path,
-                    f"{show(value.raw)} is more than the largest card offers ({largest}); "
-                    f"ask for at most {largest} per card, or more cards",
-                )
-            )
-        elif n < 0:
-            out.append(
-                Violation("vgpu-memory-too-large", value.path, f"{show(value.raw)} must not be negative")
-            )
+        out.extend(_memory_violations(*got, view, config))
     return out
+
+
+# The percent values: what a percent is of, and how to fix it.
+_PERCENTS = (
+    ("cores", "vgpu-cores-range", "percent of one GPU); use 0..100, 100 = whole card"),
+    ("percentage", "vgpu-memory-percentage-range", "percent of one card's memory); use 0..100"),
+)
+
+
+def _number_violations(
+    value: VgpuValue, n: int, view: ClusterView, config: GuardConfig, *, cluster_checks: bool
+) -> list[Violation]:
+    """At least one card, and (against the cluster) no more than the most any node has."""
+    if n < 1:
+        return [
+            Violation(
+                "vgpu-number-range",
+                value.path,
+                f"{show(value.raw)} must be at least 1; ask for 1 or more cards or remove the resource",
+            )
+        ]
+    if not cluster_checks or n <= view.max_gpus_per_node:
+        return []
+    most = view.max_gpus_per_node
+    if growing("vgpu-number-range", view, config):
+        why = f"{show(value.raw)} > {most}, the most cards on any current node"
+        text = why + _GROWS.format(what=f"a node with {n} GPUs")
+    else:
+        text = (
+            f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
+            f"ask for at most {most}"
+        )
+    return [Violation("vgpu-number-range", value.path, text)]
+
+
+def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: GuardConfig) -> list[Violation]:
+    """No more memory per card than the largest card offers (unless the fleet is growing), never
+    negative."""
+    largest = view.largest_card_memory
+    if n > largest and growing("vgpu-memory-too-large", view, config):
+        why = f"{show(value.raw)} > {largest}, the largest current card"
+        return [
+            Violation(
+                "vgpu-memory-too-large", value.path, why + _GROWS.format(what="a node with such a card")
+            )
+        ]
+    if n > largest:
+        return [
+            Violation(
+                "vgpu-memory-too-large",
+                value.path,
+                f"{show(value.raw)} is more than the largest card offers ({largest}); "
+                f"ask for at most {largest} per card, or more cards",
+            )
+        ]
+    if n < 0:
+        return [Violation("vgpu-memory-too-large", value.path, f"{show(value.raw)} must not be negative")]
+    return []
 
 
 def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -> list[Violation]:
