@@ -4,11 +4,11 @@ held once.
 managedFields, container statuses, images, commands, env, probes and a pod's own token volume are
 most of a running pod's size and nothing the controller reads; at 100,000 pods they would be most
 of its memory, and the per-pod parts (a token volume's random name) would keep replicas from
-sharing anything. The projection keeps identity, labels and annotations, the spec with containers
-reduced to what any reader takes (requests and limits, host ports, the name, a sidecar's
-restartPolicy) and volumes reduced to those a filter judges, and the phase (and a pending pod's
-conditions, which the Reporter reads). A test holds the pod's facts and vGPU request equal before
-and after.
+sharing anything. The projection keeps identity, labels and annotations, the spec fields some
+reader takes (``_POD_SPEC``) with containers reduced to what any reader takes (requests and limits,
+host ports, the name, a sidecar's restartPolicy) and volumes to those a filter judges, and the phase
+(and a pending pod's conditions, which the Reporter reads). A test holds the pod's facts and vGPU
+request equal before and after, for a pod shaped as the API server returns it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ def _only(obj: Mapping[str, Any], keys: frozenset[str]) -> dict[str, Any]:
 _SHARED_SPEC = ("containers", "initContainers", "tolerations", "affinity", "nodeSelector", "volumes",
                 "overhead", "topologySpreadConstraints", "resourceClaims")  # fmt: skip
 _SHARED_META = ("labels", "ownerReferences")
+# The spec fields any reader takes: where the pod runs and who places it, its priority (a vGPU
+# request's), and the pieces above. The rest of what the API server defaults in (DNS and restart
+# policy, service account, grace period, security context, ...) is read by no one; kept, it was a
+# string of its own per pod for each field on a real cluster, ~0.5 KB a pod.
+_POD_SPEC = frozenset(("nodeName", "schedulerName", "priority", *_SHARED_SPEC))
 # What any reader takes from a container (requests and limits, host ports, the name in messages;
 # restartPolicy marks a sidecar): image, command, env, mounts and probes are never read.
 _CONTAINER_FIELDS = frozenset(("name", "resources", "ports", "restartPolicy"))
@@ -66,6 +71,7 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     spec = pod.get("spec") or {}
     bound = False
     if isinstance(spec, dict):
+        spec = _only(spec, _POD_SPEC)
         _project_spec(spec)
         bound = bool(spec.get("nodeName"))
     out: Obj = {

@@ -153,6 +153,18 @@ def _rich_pod(name: str) -> dict[str, Any]:
         volumeMounts=[{"name": "data", "mountPath": "/data"}],
     )
     main["resources"]["requests"]["cpu"] = "2"
+    # What the API server defaults into every pod (no decision reads it), and a priority (one does).
+    pod["spec"].update(
+        dnsPolicy="ClusterFirst",
+        restartPolicy="Always",
+        serviceAccountName="default",
+        terminationGracePeriodSeconds=30,
+        securityContext={},
+        enableServiceLinks=True,
+        preemptionPolicy="PreemptLowerPriority",
+        priority=1000,
+        priorityClassName="training",
+    )
     pod["spec"]["initContainers"] = [
         {"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "4"}}}
     ]
@@ -177,6 +189,7 @@ def test_the_projection_changes_no_decision_input() -> None:
     assert pod_request(projected, GuardConfig().nvidia) == pod_request(original, GuardConfig().nvidia)
     assert [v["name"] for v in projected["spec"]["volumes"]] == ["data", "disk"]
     assert set(projected["spec"]["containers"][0]) == {"name", "resources", "ports"}
+    assert "dnsPolicy" not in projected["spec"] and projected["spec"]["priority"] == 1000
 
 
 def test_replicas_facts_are_derived_once_and_equal_a_fresh_parse() -> None:
