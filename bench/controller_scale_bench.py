@@ -2,7 +2,7 @@
 restart to first bind, peak RSS.
 
     .venv/bin/python bench/controller_scale_bench.py [--nodes 5000] [--pods 100000]
-        [--rates 50,200] [--seconds 20] [--smoke]
+        [--rates 50,200] [--seconds 20] [--smoke] [--api-shaped]
 
 ``run_controller`` itself (informers, World, allocator, Binder, Lease) runs against ``FeedClient``,
 an in-process stand-in for the API server with no HTTP and no store of its own, as
@@ -15,6 +15,10 @@ controller's own work on its path, not a server's.
   state after adoption) and one pending pod; time until that pod's Binding is sent;
 * then new pods at each rate for ``--seconds``: pod ADDED event fed -> its Binding sent (the
   decision and the ledger write before it included), p50/p99, and whether a backlog remained;
+* with ``--api-shaped``, the feed's bound pods are what kube-apiserver returns for running replicas
+  (managed fields, conditions, container statuses, the defaulted spec) instead of the lean pods
+  that hold only what the controller keeps: the restart then includes projecting them, and the
+  peak RSS shows what the projection keeps of real pods;
 * peak RSS of the process (``VmHWM``: the high-water mark of its own memory; ``ru_maxrss`` is not
   reset by exec, so a subprocess started from this benchmark's 650 MB parent reported the parent's
   size), with the prepared objects it was handed.
@@ -41,7 +45,7 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ledger_rebuild_bench import GPUS, node_obj, peak_rss_mb, pod_obj
+from ledger_rebuild_bench import GPUS, api_shaped, node_obj, peak_rss_mb, pod_obj
 
 from vgpu_guard.kube.client import ObjectList, WatchEvent
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
@@ -66,8 +70,13 @@ ABSENT = {"queues", "podgroups", "hypernodes", "gangplacements"}
 class FeedClient:
     """LIST from prepared objects, WATCH from queues the bench feeds, writes echoed as events."""
 
-    def __init__(self, objects: dict[str, list[Callable[[], Obj]]]) -> None:
+    def __init__(
+        self, objects: dict[str, list[Callable[[], Obj]]], *, json_pages: frozenset[str] = frozenset()
+    ) -> None:
         self.objects = objects
+        # Plurals whose LIST pages go through JSON, as a client decodes them: every value its own
+        # string, the keys shared within a page (the decoder's memo), as on a real cluster.
+        self.json_pages = json_pages
         self.queues: dict[str, asyncio.Queue[WatchEvent]] = {}
         self.rv = 10_000_000
         self.leases: dict[str, Obj] = {}
@@ -93,6 +102,8 @@ class FeedClient:
         start = int(continue_token or 0)
         end = len(source) if not limit else min(len(source), start + limit)
         items = [make() for make in source[start:end]]
+        if resource.plural in self.json_pages:
+            items = json.loads(json.dumps(items))
         for i in range(start, end):
             source[i] = _gone  # handed over: this client keeps nothing of it
         more = str(end) if end < len(source) else ""
@@ -171,6 +182,13 @@ class FeedClient:
         return None
 
 
+def bound_pod(i: int, nodes: int, shaped: bool) -> Obj:
+    """Bound pod ``i`` as the feed hands it over: lean (``pod_obj``: what the controller keeps) or,
+    with ``--api-shaped``, as kube-apiserver returns it (what a real start must project)."""
+    pod = pod_obj(i, nodes)
+    return api_shaped(pod, i) if shaped else pod
+
+
 def pending_pod(i: int) -> Obj:
     pod = pod_obj(i, 1)
     meta = pod["metadata"]
@@ -214,7 +232,9 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
 
     tune_gc()  # as `vgpu-guard serve controller` runs
     first = pending_pod(0)
-    pods: list[Callable[[], Obj]] = [partial(pod_obj, i, args.nodes) for i in range(args.pods)]
+    pods: list[Callable[[], Obj]] = [
+        partial(bound_pod, i, args.nodes, args.api_shaped) for i in range(args.pods)
+    ]
     pods.append(partial(copy.deepcopy, first))
     nodes: list[Callable[[], Obj]] = [partial(node_obj, f"n{i:05d}") for i in range(args.nodes)]
     client = FeedClient(
@@ -222,7 +242,8 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
             "pods": pods,
             "nodes": nodes,
             "gpuledgers": [partial(_inflate, zlib.compress(t.encode())) for t in ledgers],
-        }
+        },
+        json_pages=frozenset({"pods"} if args.api_shaped else ()),
     )
     client.pods_by_name[("default", "new-0")] = first
     del pods
@@ -273,7 +294,7 @@ def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
     from vgpu_guard.controller.allocation import AllocationController
     from vgpu_guard.kube.client import ClusterClient
 
-    pods = [pod_obj(i, args.nodes) for i in range(args.pods)] + [pending_pod(0)]
+    pods = [bound_pod(i, args.nodes, args.api_shaped) for i in range(args.pods)] + [pending_pod(0)]
     client = PreparedClient(
         {"pods": pods, "nodes": [node_obj(f"n{i:05d}") for i in range(args.nodes)], "gpuledgers": ledgers}
     )
@@ -292,7 +313,9 @@ def receive_floor(args: argparse.Namespace, ledgers: list[str]) -> float:
 
     tune_gc()  # as the controller's process runs: its collections are part of its restart
     t = time.perf_counter()
-    pods = [pod_obj(i, args.nodes) for i in range(args.pods)]
+    pods = [bound_pod(i, args.nodes, args.api_shaped) for i in range(args.pods)]
+    if args.api_shaped:  # decoded in pages of 500, as the feed hands them over
+        pods = [pod for at in range(0, len(pods), 500) for pod in json.loads(json.dumps(pods[at : at + 500]))]
     nodes = [node_obj(f"n{i:05d}") for i in range(args.nodes)]
     parsed = [json.loads(text) for text in ledgers]
     seconds = time.perf_counter() - t
@@ -307,6 +330,11 @@ def main() -> int:
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")], default=[50.0, 200.0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument(
+        "--api-shaped",
+        action="store_true",
+        help="feed pods as kube-apiserver returns them (managed fields, statuses, defaults)",
+    )
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ledgers", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -326,7 +354,7 @@ def main() -> int:
             del written
             base = [sys.executable, __file__, "--nodes", str(args.nodes), "--pods", str(args.pods),
                     "--seconds", str(args.seconds), "--rates", ",".join(str(r) for r in args.rates),
-                    "--ledgers", str(path)]  # fmt: skip
+                    "--ledgers", str(path), *(["--api-shaped"] if args.api_shaped else [])]  # fmt: skip
             ours = json.loads(
                 subprocess.run(base, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
             )
@@ -335,7 +363,10 @@ def main() -> int:
                     [*base, "--baseline"], capture_output=True, text=True, check=True
                 ).stdout.splitlines()[-1]
             )
-        print(f"{args.nodes:,} nodes x {GPUS} GPUs, {args.pods:,} live allocations")
+        shape = (
+            "as kube-apiserver returns them" if args.api_shaped else "lean: only what the controller keeps"
+        )
+        print(f"{args.nodes:,} nodes x {GPUS} GPUs, {args.pods:,} live allocations; pods {shape}")
         print(
             f"restart to first bind: {ours['restart_to_first_bind_s']} s; peak RSS {ours['peak_rss_mb']} MB"
         )

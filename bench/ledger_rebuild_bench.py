@@ -118,6 +118,126 @@ def pod_obj(i: int, nodes: int) -> Obj:
     }
 
 
+def api_shaped(pod: Obj, i: int) -> Obj:
+    """``pod`` as kube-apiserver 1.20 returns a running Deployment replica: managed fields, owner,
+    the defaulted spec (DNS and restart policy, service account, the two not-ready/unreachable
+    tolerations, the token volume and its mount), container details, and the kubelet's status with
+    per-pod condition times, IPs and container status. ``pod_obj`` alone is what the controller
+    keeps of such a pod; this is what it is handed (and must project) on a real cluster."""
+    meta, spec = pod["metadata"], pod["spec"]
+    stamp = f"2026-11-27T10:{i // 3600 % 60:02d}:{i % 60:02d}Z"
+    token = f"kube-api-access-{i:05x}"[-21:]
+    meta.update(
+        generateName=f"train-{i % 50}-7d9f8c6b5-",
+        creationTimestamp=stamp,
+        ownerReferences=[
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"train-{i % 50}-7d9f8c6b5",
+                "uid": f"rs-{i % 50:08d}",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+        managedFields=[
+            {
+                "manager": "kube-controller-manager",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": stamp,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:generateName": {}, "f:labels": {".": {}}},
+                    "f:spec": {"f:containers": {}, "f:dnsPolicy": {}},
+                },
+            },
+            {
+                "manager": "kubelet",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": stamp,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:status": {"f:conditions": {}, "f:podIP": {}}},
+            },
+        ],
+    )
+    meta["labels"]["pod-template-hash"] = "7d9f8c6b5"
+    container = spec["containers"][0]
+    container.update(
+        imagePullPolicy="IfNotPresent",
+        terminationMessagePath="/dev/termination-log",
+        terminationMessagePolicy="File",
+        volumeMounts=[
+            {"name": token, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+        ],
+    )
+    spec.update(
+        dnsPolicy="ClusterFirst",
+        enableServiceLinks=True,
+        preemptionPolicy="PreemptLowerPriority",
+        priority=0,
+        restartPolicy="Always",
+        securityContext={},
+        serviceAccount="default",
+        serviceAccountName="default",
+        terminationGracePeriodSeconds=30,
+        tolerations=[
+            {
+                "key": f"node.kubernetes.io/{t}",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            }
+            for t in ("not-ready", "unreachable")
+        ],
+        volumes=[
+            {
+                "name": token,
+                "projected": {
+                    "defaultMode": 420,
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {
+                            "configMap": {
+                                "name": "kube-root-ca.crt",
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                    ],
+                },
+            }
+        ],
+    )
+    ip = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
+            for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+        ],
+        "hostIP": f"192.168.{i % 5000 >> 8}.{i % 256}",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "startTime": stamp,
+        "qosClass": "BestEffort",
+        "containerStatuses": [
+            {
+                "name": "cuda",
+                "state": {"running": {"startedAt": stamp}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": container["image"],
+                "imageID": "docker-pullable://nvidia/cuda@sha256:" + "0" * 64,
+                "containerID": f"containerd://{i:064x}",
+                "started": True,
+            }
+        ],
+    }
+    return pod
+
+
 class PreparedClient:
     """The slice of ``ClusterClient`` one allocation pass uses: LISTs in one page, writes kept."""
 
