@@ -19,11 +19,13 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("webhook_bench.py", "mutate at half of its peak load (open loop): p99 added"),
         ("hostile_load_bench.py", "hostile-load normal-review p99"),
         ("controller_scale_bench.py", "restart to first bind"),
+        ("controller_scale_bench.py --api-shaped", "pods as kube-apiserver returns them"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
+    name, *flags = script.split()
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--smoke"],
+        [sys.executable, str(BENCH / name), "--smoke", *flags],
         capture_output=True,
         text=True,
         timeout=30,
