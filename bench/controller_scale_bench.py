@@ -17,8 +17,9 @@ controller's own work on its path, not a server's.
   decision and the ledger write before it included), p50/p99, and whether a backlog remained;
 * with ``--api-shaped``, the feed's bound pods are what kube-apiserver returns for running replicas
   (managed fields, conditions, container statuses, the defaulted spec) instead of the lean pods
-  that hold only what the controller keeps: the restart then includes projecting them, and the
-  peak RSS shows what the projection keeps of real pods;
+  that hold only what the controller keeps, served as pages of compressed JSON that a LIST decodes
+  as a client does: the restart then includes decoding and projecting them, and the peak RSS
+  shows what the projection keeps of real pods;
 * peak RSS of the process (``VmHWM``: the high-water mark of its own memory; ``ru_maxrss`` is not
   reset by exec, so a subprocess started from this benchmark's 650 MB parent reported the parent's
   size), with the prepared objects it was handed.
@@ -33,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import gc
 import json
 import statistics
 import sys
@@ -71,12 +73,12 @@ class FeedClient:
     """LIST from prepared objects, WATCH from queues the bench feeds, writes echoed as events."""
 
     def __init__(
-        self, objects: dict[str, list[Callable[[], Obj]]], *, json_pages: frozenset[str] = frozenset()
+        self, objects: dict[str, list[Callable[[], Obj]]], *, pages: dict[str, list[bytes]] | None = None
     ) -> None:
         self.objects = objects
-        # Plurals whose LIST pages go through JSON, as a client decodes them: every value its own
-        # string, the keys shared within a page (the decoder's memo), as on a real cluster.
-        self.json_pages = json_pages
+        # Plurals served from prepared pages of compressed JSON (``json_pages``), decoded when
+        # listed as a client decodes a LIST response.
+        self.pages = pages or {}
         self.queues: dict[str, asyncio.Queue[WatchEvent]] = {}
         self.rv = 10_000_000
         self.leases: dict[str, Obj] = {}
@@ -98,12 +100,15 @@ class FeedClient:
         as a server's paged LIST: the process holds what the controller keeps, no more."""
         if resource.plural in ABSENT:
             raise NotFound(f"{resource.plural} not served")
+        if resource.plural in self.pages:
+            pages, n = self.pages[resource.plural], int(continue_token or 0)
+            items, pages[n] = _decode_page(pages[n]), b""  # handed over: not kept
+            more = str(n + 1) if n + 1 < len(pages) else ""
+            return ObjectList(items=items, resource_version=str(self.rv), continue_token=more)
         source = self.objects.get(resource.plural, [])
         start = int(continue_token or 0)
         end = len(source) if not limit else min(len(source), start + limit)
         items = [make() for make in source[start:end]]
-        if resource.plural in self.json_pages:
-            items = json.loads(json.dumps(items))
         for i in range(start, end):
             source[i] = _gone  # handed over: this client keeps nothing of it
         more = str(end) if end < len(source) else ""
@@ -182,6 +187,27 @@ class FeedClient:
         return None
 
 
+PAGE = 500  # the informer's page size
+
+
+def json_pages(args: argparse.Namespace, last: Obj) -> list[bytes]:
+    """The bound pods as kube-apiserver returns them (``--api-shaped``), then ``last``, in pages of
+    ``PAGE`` as compressed JSON: built before the clock starts, so what a start pays is what a
+    client pays for a LIST (decoding it: every value its own string, keys shared within a page),
+    not the server's encoding; compressed, the feed holds ~30 MB instead of ~360 MB of text."""
+    pages = []
+    for at in range(0, args.pods, PAGE):
+        page = [bound_pod(i, args.nodes, True) for i in range(at, min(args.pods, at + PAGE))]
+        pages.append(zlib.compress(json.dumps(page).encode()))
+    pages.append(zlib.compress(json.dumps([last]).encode()))
+    return pages
+
+
+def _decode_page(stored: bytes) -> list[Obj]:
+    out: list[Obj] = json.loads(zlib.decompress(stored))
+    return out
+
+
 def bound_pod(i: int, nodes: int, shaped: bool) -> Obj:
     """Bound pod ``i`` as the feed hands it over: lean (``pod_obj``: what the controller keeps) or,
     with ``--api-shaped``, as kube-apiserver returns it (what a real start must project)."""
@@ -232,10 +258,10 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
 
     tune_gc()  # as `vgpu-guard serve controller` runs
     first = pending_pod(0)
-    pods: list[Callable[[], Obj]] = [
-        partial(bound_pod, i, args.nodes, args.api_shaped) for i in range(args.pods)
-    ]
-    pods.append(partial(copy.deepcopy, first))
+    pods: list[Callable[[], Obj]] = []
+    if not args.api_shaped:
+        pods = [partial(bound_pod, i, args.nodes, False) for i in range(args.pods)]
+        pods.append(partial(copy.deepcopy, first))
     nodes: list[Callable[[], Obj]] = [partial(node_obj, f"n{i:05d}") for i in range(args.nodes)]
     client = FeedClient(
         {
@@ -243,7 +269,7 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
             "nodes": nodes,
             "gpuledgers": [partial(_inflate, zlib.compress(t.encode())) for t in ledgers],
         },
-        json_pages=frozenset({"pods"} if args.api_shaped else ()),
+        pages={"pods": json_pages(args, first)} if args.api_shaped else None,
     )
     client.pods_by_name[("default", "new-0")] = first
     del pods
@@ -294,7 +320,10 @@ def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
     from vgpu_guard.controller.allocation import AllocationController
     from vgpu_guard.kube.client import ClusterClient
 
-    pods = [bound_pod(i, args.nodes, args.api_shaped) for i in range(args.pods)] + [pending_pod(0)]
+    if args.api_shaped:
+        pods = [pod for page in json_pages(args, pending_pod(0)) for pod in _decode_page(page)]
+    else:
+        pods = [bound_pod(i, args.nodes, False) for i in range(args.pods)] + [pending_pod(0)]
     client = PreparedClient(
         {"pods": pods, "nodes": [node_obj(f"n{i:05d}") for i in range(args.nodes)], "gpuledgers": ledgers}
     )
@@ -307,18 +336,20 @@ def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
 
 def receive_floor(args: argparse.Namespace, ledgers: list[str]) -> float:
     """Seconds to have the objects a restart must read before its first bind, and nothing else:
-    the feed's pods, nodes and ledgers, the ledgers decoded from their JSON as a client does.
-    No controller can bind sooner in this process; the restart row is compared with it."""
-    from vgpu_guard.controller.gc_tuning import tune_gc
-
-    tune_gc()  # as the controller's process runs: its collections are part of its restart
+    the feed's pods, nodes and ledgers, the ledgers (and API-shaped pods) decoded from their JSON
+    as a client does, with the collector paused as during the controller's start. No controller
+    can bind sooner in this process; the restart row is compared with it."""
+    pages = json_pages(args, pending_pod(0)) if args.api_shaped else []
+    gc.disable()  # as the controller's start runs (controller/gc_tuning.py StartPause)
     t = time.perf_counter()
-    pods = [bound_pod(i, args.nodes, args.api_shaped) for i in range(args.pods)]
-    if args.api_shaped:  # decoded in pages of 500, as the feed hands them over
-        pods = [pod for at in range(0, len(pods), 500) for pod in json.loads(json.dumps(pods[at : at + 500]))]
+    if args.api_shaped:
+        pods = [pod for page in pages for pod in _decode_page(page)]
+    else:
+        pods = [bound_pod(i, args.nodes, False) for i in range(args.pods)]
     nodes = [node_obj(f"n{i:05d}") for i in range(args.nodes)]
     parsed = [json.loads(text) for text in ledgers]
     seconds = time.perf_counter() - t
+    gc.enable()
     del pods, nodes, parsed
     return seconds
 
