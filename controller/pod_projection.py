@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_TIME
 from vgpu_guard.engine.scheduling.facts import INLINE_DISKS
 from vgpu_guard.engine.untrusted import as_mapping
 
@@ -31,6 +32,15 @@ _POD_STATUS = frozenset(("phase", "conditions"))
 # only), and their lastTransitionTime stamps make every pod's status its own: ~1 KB a pod that no
 # replica could share, and a key per pod that churned the sharing table. Its phase is all we keep.
 _BOUND_POD_STATUS = frozenset(("phase",))
+# Annotations of a bound pod no controller path reads: the plugin's copy of the assignment (the
+# controller reads vgpu-ids-new), the reservation time (the ledger entry keeps its own), and
+# kubectl's copy of the whole object as last applied (kilobytes on a pod created by
+# ``kubectl apply``). A pending pod keeps all of its annotations (its forged ones are refused).
+_UNREAD_BOUND_ANNOTATIONS = (
+    DEVICES_TO_ALLOCATE,
+    VGPU_TIME,
+    "kubectl.kubernetes.io/last-applied-configuration",
+)
 _JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 
 
@@ -74,6 +84,10 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
         spec = _only(spec, _POD_SPEC)
         _project_spec(spec)
         bound = bool(spec.get("nodeName"))
+    notes = meta.get("annotations")
+    if bound and type(notes) is dict:
+        for key in _UNREAD_BOUND_ANNOTATIONS:
+            notes.pop(key, None)
     out: Obj = {
         "apiVersion": pod.get("apiVersion") or "v1",
         "kind": "Pod",

@@ -81,6 +81,26 @@ def test_a_bound_pods_status_is_its_phase_and_replicas_share_it() -> None:
     assert statuses[0] == {"phase": "Running"} and statuses[1] is statuses[0]
 
 
+def test_a_bound_pod_drops_the_annotations_no_controller_path_reads() -> None:
+    pod = vgpu_pod("p", memory=1000)
+    notes = {
+        "volcano.sh/vgpu-ids-new": "GPU-a,NVIDIA,1000,0:",
+        "volcano.sh/devices-to-allocate": "GPU-a,NVIDIA,1000,0:",
+        "volcano.sh/vgpu-time": "1700000000",
+        "volcano.sh/bind-phase": "success",
+        "kubectl.kubernetes.io/last-applied-configuration": '{"kind": "Pod"}',
+    }
+    pending = project_pod(copy.deepcopy({**pod, "metadata": {**pod["metadata"], "annotations": notes}}))
+    assert pending["metadata"]["annotations"] == notes  # pending: all kept
+    pod["spec"]["nodeName"] = "n1"
+    pod["metadata"]["annotations"] = dict(notes)
+    bound = project_pod(pod)
+    assert bound["metadata"]["annotations"] == {
+        "volcano.sh/vgpu-ids-new": "GPU-a,NVIDIA,1000,0:",
+        "volcano.sh/bind-phase": "success",
+    }
+
+
 def test_replicas_share_their_equal_pieces() -> None:
     share = SharedParts()
     replicas = []
