@@ -38,6 +38,14 @@ def growing(rule: str, view: ClusterView, config: GuardConfig) -> bool:
     return fleet_scales(view, config) and fleet_config(config, view).action_for(rule) is not Action.ENFORCE
 
 
+def fleet_text(
+    rule: str, view: ClusterView, config: GuardConfig, *, why: str, joins: str, refused: str
+) -> str:
+    """The message of a rule that judges the current fleet: when the fleet can grow, ``why`` and
+    what the pod waits for (``joins``); else ``refused``, which says how to fix the pod."""
+    return why + _GROWS.format(what=joins) if growing(rule, view, config) else refused
+
+
 def _value_violations(cv: ContainerVgpu, config: GuardConfig) -> list[Violation]:
     nvidia = config.nvidia
     out: list[Violation] = []
@@ -154,14 +162,15 @@ def _number_violations(
     if not cluster_checks or n <= view.max_gpus_per_node:
         return []
     most = view.max_gpus_per_node
-    if growing("vgpu-number-range", view, config):
-        why = f"{show(value.raw)} > {most}, the most cards on any current node"
-        text = why + _GROWS.format(what=f"a node with {n} GPUs")
-    else:
-        text = (
-            f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-            f"ask for at most {most}"
-        )
+    text = fleet_text(
+        "vgpu-number-range",
+        view,
+        config,
+        why=f"{show(value.raw)} > {most}, the most cards on any current node",
+        joins=f"a node with {n} GPUs",
+        refused=f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
+        f"ask for at most {most}",
+    )
     return [Violation("vgpu-number-range", value.path, text)]
 
 
@@ -169,22 +178,17 @@ def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: Guar
     """No more memory per card than the largest card offers (unless the fleet is growing), never
     negative."""
     largest = view.largest_card_memory
-    if n > largest and growing("vgpu-memory-too-large", view, config):
-        why = f"{show(value.raw)} > {largest}, the largest current card"
-        return [
-            Violation(
-                "vgpu-memory-too-large", value.path, why + _GROWS.format(what="a node with such a card")
-            )
-        ]
     if n > largest:
-        return [
-            Violation(
-                "vgpu-memory-too-large",
-                value.path,
-                f"{show(value.raw)} is more than the largest card offers ({largest}); "
-                f"ask for at most {largest} per card, or more cards",
-            )
-        ]
+        text = fleet_text(
+            "vgpu-memory-too-large",
+            view,
+            config,
+            why=f"{show(value.raw)} > {largest}, the largest current card",
+            joins="a node with such a card",
+            refused=f"{show(value.raw)} is more than the largest card offers ({largest}); "
+            f"ask for at most {largest} per card, or more cards",
+        )
+        return [Violation("vgpu-memory-too-large", value.path, text)]
     if n < 0:
         return [Violation("vgpu-memory-too-large", value.path, f"{show(value.raw)} must not be negative")]
     return []
@@ -210,19 +214,16 @@ def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -
     if largest is None:
         return []  # no MIG card at all: vgpu-mode-unavailable says so
     mib, name, model = largest
-    if growing("mig-no-profile", view, config):
-        why = f"{show(value.raw)} fits no current MIG profile (largest: {name}, {mib} MiB on {model})"
-        return [
-            Violation("mig-no-profile", value.path, why + _GROWS.format(what="a node with a larger MIG card"))
-        ]
-    return [
-        Violation(
-            "mig-no-profile",
-            value.path,
-            f"{show(value.raw)} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
-            f"ask for at most {mib // nvidia.gpu_memory_factor} or use hami-core",
-        )
-    ]
+    text = fleet_text(
+        "mig-no-profile",
+        view,
+        config,
+        why=f"{show(value.raw)} fits no current MIG profile (largest: {name}, {mib} MiB on {model})",
+        joins="a node with a larger MIG card",
+        refused=f"{show(value.raw)} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
+        f"ask for at most {mib // nvidia.gpu_memory_factor} or use hami-core",
+    )
+    return [Violation("mig-no-profile", value.path, text)]
 
 
 def validate_pod_spec(
@@ -302,14 +303,15 @@ def _mode(
     if mode is None or not cluster_checks or mode in view.offered_modes:
         return mode, []
     offered = ", ".join(sorted(view.offered_modes)) or "none"
-    if growing("vgpu-mode-unavailable", view, config):
-        why = f"{mode} is offered by no current node (offered: {offered})"
-        text = why + _GROWS.format(what=f"a node offering {mode}")
-    else:
-        text = (
-            f"{mode} is offered by no node (modes offered: {offered}); "
-            f"use an offered mode or remove the annotation"
-        )
+    text = fleet_text(
+        "vgpu-mode-unavailable",
+        view,
+        config,
+        why=f"{mode} is offered by no current node (offered: {offered})",
+        joins=f"a node offering {mode}",
+        refused=f"{mode} is offered by no node (modes offered: {offered}); "
+        "use an offered mode or remove the annotation",
+    )
     return mode, [Violation("vgpu-mode-unavailable", path, text)]
 
 
