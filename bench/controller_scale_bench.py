@@ -197,7 +197,7 @@ def json_pages(args: argparse.Namespace, last: Obj) -> list[bytes]:
     not the server's encoding; compressed, the feed holds ~30 MB instead of ~360 MB of text."""
     pages = []
     for at in range(0, args.pods, PAGE):
-        page = [bound_pod(i, args.nodes, True) for i in range(at, min(args.pods, at + PAGE))]
+        page = [api_shaped(pod_obj(i, args.nodes), i) for i in range(at, min(args.pods, at + PAGE))]
         pages.append(zlib.compress(json.dumps(page).encode()))
     pages.append(zlib.compress(json.dumps([last]).encode()))
     return pages
@@ -206,13 +206,6 @@ def json_pages(args: argparse.Namespace, last: Obj) -> list[bytes]:
 def _decode_page(stored: bytes) -> list[Obj]:
     out: list[Obj] = json.loads(zlib.decompress(stored))
     return out
-
-
-def bound_pod(i: int, nodes: int, shaped: bool) -> Obj:
-    """Bound pod ``i`` as the feed hands it over: lean (``pod_obj``: what the controller keeps) or,
-    with ``--api-shaped``, as kube-apiserver returns it (what a real start must project)."""
-    pod = pod_obj(i, nodes)
-    return api_shaped(pod, i) if shaped else pod
 
 
 def pending_pod(i: int) -> Obj:
@@ -260,7 +253,7 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
     first = pending_pod(0)
     pods: list[Callable[[], Obj]] = []
     if not args.api_shaped:
-        pods = [partial(bound_pod, i, args.nodes, False) for i in range(args.pods)]
+        pods = [partial(pod_obj, i, args.nodes) for i in range(args.pods)]
         pods.append(partial(copy.deepcopy, first))
     nodes: list[Callable[[], Obj]] = [partial(node_obj, f"n{i:05d}") for i in range(args.nodes)]
     client = FeedClient(
@@ -323,7 +316,7 @@ def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
     if args.api_shaped:
         pods = [pod for page in json_pages(args, pending_pod(0)) for pod in _decode_page(page)]
     else:
-        pods = [bound_pod(i, args.nodes, False) for i in range(args.pods)] + [pending_pod(0)]
+        pods = [pod_obj(i, args.nodes) for i in range(args.pods)] + [pending_pod(0)]
     client = PreparedClient(
         {"pods": pods, "nodes": [node_obj(f"n{i:05d}") for i in range(args.nodes)], "gpuledgers": ledgers}
     )
@@ -341,15 +334,17 @@ def receive_floor(args: argparse.Namespace, ledgers: list[str]) -> float:
     can bind sooner in this process; the restart row is compared with it."""
     pages = json_pages(args, pending_pod(0)) if args.api_shaped else []
     gc.disable()  # as the controller's start runs (controller/gc_tuning.py StartPause)
-    t = time.perf_counter()
-    if args.api_shaped:
-        pods = [pod for page in pages for pod in _decode_page(page)]
-    else:
-        pods = [bound_pod(i, args.nodes, False) for i in range(args.pods)]
-    nodes = [node_obj(f"n{i:05d}") for i in range(args.nodes)]
-    parsed = [json.loads(text) for text in ledgers]
-    seconds = time.perf_counter() - t
-    gc.enable()
+    try:
+        t = time.perf_counter()
+        if args.api_shaped:
+            pods = [pod for page in pages for pod in _decode_page(page)]
+        else:
+            pods = [pod_obj(i, args.nodes) for i in range(args.pods)]
+        nodes = [node_obj(f"n{i:05d}") for i in range(args.nodes)]
+        parsed = [json.loads(text) for text in ledgers]
+        seconds = time.perf_counter() - t
+    finally:
+        gc.enable()
     del pods, nodes, parsed
     return seconds
 
