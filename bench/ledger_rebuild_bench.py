@@ -126,7 +126,7 @@ def api_shaped(pod: Obj, i: int) -> Obj:
     keeps of such a pod; this is what it is handed (and must project) on a real cluster."""
     meta, spec = pod["metadata"], pod["spec"]
     stamp = f"2026-11-27T10:{i // 3600 % 60:02d}:{i % 60:02d}Z"
-    token = f"kube-api-access-{i:05x}"[-21:]
+    token = f"kube-api-access-{i % 16**5:05x}"  # five characters, as the API server names it
     meta.update(
         generateName=f"train-{i % 50}-7d9f8c6b5-",
         creationTimestamp=stamp,
