@@ -525,86 +525,133 @@ async def _access_review(request: web.Request, server: DoubleServer, user: UserI
 async def _dispatch(
     request: web.Request, server: DoubleServer, user: UserInfo, t: _Target
 ) -> web.StreamResponse:
-    fe, method, res = server.frontend, request.method, t.info.resource(t.version)
-    ns = t.namespace
-    if t.info.namespaced and t.name is not None and ns is None:
+    """Route a request to its verb, with kube-apiserver's checks in its order: an object path in
+    no namespace, then reads, creates and bindings, then collections, then the object verbs."""
+    method = request.method
+    if t.info.namespaced and t.name is not None and t.namespace is None:
         raise _not_found_path(request.path)
     if method == "GET":
-        if t.name is None:
-            if request.query.get("watch") in ("true", "1"):
-                return await _watch(request, server, user, t)
-            return _list_response(request, fe, user, t)
-        if t.subresource not in ("", "status"):
-            raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "get")
-        return _json_response(fe.get(res, t.name, namespace=ns, user=user, subresource=t.subresource))
+        return await _get(request, server, user, t)
     dry_run = _dry_run(request)
     if method == "POST":
-        builtin = t.info.kind if t.info.crd_name is None and not t.subresource and t.name is None else None
-        body = await _body(request, kind=builtin)
-        if t.subresource == "binding" and t.name is not None and ns is not None:
-            out = await fe.bind(ns, t.name, body, user=user, dry_run=dry_run)
-            return _json_response(out.object, status=201, warnings=out.warnings)
-        if t.name is not None:
-            raise st.method_not_supported(t.info.group, t.info.plural, "create on a named resource")
-        out = await fe.create(res, body, namespace=ns, user=user, dry_run=dry_run)
-        return _json_response(out.object, status=201, warnings=out.warnings)
+        return await _post(request, server, user, t, dry_run)
     if t.name is None:
-        if method == "DELETE" and t.info.key == ("", "namespaces"):
-            fe.authorize(user, "deletecollection", res)
-            msg = "the server does not allow this method on the requested resource"
-            raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
-        if method == "DELETE":
-            return await _delete_collection(request, server, user, t, dry_run)
-        raise st.method_not_supported(t.info.group, t.info.plural, method.lower() + " on a collection")
+        return await _on_collection(request, server, user, t, dry_run)
     if t.subresource not in ("", "status"):
         raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", method.lower())
+    fe, res = server.frontend, t.info.resource(t.version)
     if method == "PUT":
         body = await _body(request, kind=t.info.kind if t.info.crd_name is None else None)
         out = await fe.update(
-            res, body, name=t.name, namespace=ns, subresource=t.subresource, user=user, dry_run=dry_run
-        )
-        return _json_response(out.object, warnings=out.warnings)
-    if method == "PATCH":
-        ctype = request.content_type
-        if ctype == _APPLY:
-            return await _apply(request, server, user, t, dry_run)
-        if t.info.crd_name is not None and _PATCH_TYPES.get(ctype) in (None, "strategic"):
-            unknown = "the body of the request was in an unknown format - accepted media types include"
-            raise st.unsupported_media_type(f"{unknown}: {_CR_PATCH_TYPES}")
-        if ctype not in _PATCH_TYPES:
-            # go-restful refuses the content type before any handler runs.
-            raise st.raise_status(
-                st.make_status(415, "UnsupportedMediaType", "415: Unsupported Media Type", name="")
-            )
-        body = await _body(request)
-        kind = _PATCH_TYPES[ctype]
-        out = await fe.patch(
             res,
-            t.name,
             body,
-            namespace=ns,
-            patch_type=kind,
+            name=t.name,
+            namespace=t.namespace,
             subresource=t.subresource,
             user=user,
             dry_run=dry_run,
         )
         return _json_response(out.object, warnings=out.warnings)
+    if method == "PATCH":
+        return await _patch(request, server, user, t, dry_run)
     if method == "DELETE":
-        if t.subresource:
-            raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "delete")
-        grace, uid, rv = _delete_options(request, await _body(request))
-        out = await fe.delete(
-            res,
-            t.name,
-            namespace=ns,
-            grace_period_seconds=grace,
-            uid=uid,
-            resource_version=rv,
-            user=user,
-            dry_run=dry_run,
-        )
-        return _json_response(_deleted(t.info, out.object), warnings=out.warnings)
+        return await _delete_one(request, server, user, t, dry_run)
     raise st.method_not_supported(t.info.group, t.info.plural, method)
+
+
+async def _get(request: web.Request, server: DoubleServer, user: UserInfo, t: _Target) -> web.StreamResponse:
+    """A watch, a LIST, or one object (or its status)."""
+    if t.name is None:
+        if request.query.get("watch") in ("true", "1"):
+            return await _watch(request, server, user, t)
+        return _list_response(request, server.frontend, user, t)
+    if t.subresource not in ("", "status"):
+        raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "get")
+    res = t.info.resource(t.version)
+    return _json_response(
+        server.frontend.get(res, t.name, namespace=t.namespace, user=user, subresource=t.subresource)
+    )
+
+
+async def _post(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.Response:
+    """A create on a collection, or a pod's binding."""
+    fe, ns = server.frontend, t.namespace
+    builtin = t.info.kind if t.info.crd_name is None and not t.subresource and t.name is None else None
+    body = await _body(request, kind=builtin)
+    if t.subresource == "binding" and t.name is not None and ns is not None:
+        out = await fe.bind(ns, t.name, body, user=user, dry_run=dry_run)
+        return _json_response(out.object, status=201, warnings=out.warnings)
+    if t.name is not None:
+        raise st.method_not_supported(t.info.group, t.info.plural, "create on a named resource")
+    out = await fe.create(t.info.resource(t.version), body, namespace=ns, user=user, dry_run=dry_run)
+    return _json_response(out.object, status=201, warnings=out.warnings)
+
+
+async def _on_collection(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.StreamResponse:
+    """A verb other than GET or POST on a collection: only DELETE, and not of namespaces."""
+    method = request.method
+    if method == "DELETE" and t.info.key == ("", "namespaces"):
+        server.frontend.authorize(user, "deletecollection", t.info.resource(t.version))
+        msg = "the server does not allow this method on the requested resource"
+        raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
+    if method == "DELETE":
+        return await _delete_collection(request, server, user, t, dry_run)
+    raise st.method_not_supported(t.info.group, t.info.plural, method.lower() + " on a collection")
+
+
+async def _patch(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.Response:
+    """A patch of a named object in one of the patch types the server accepts for its kind."""
+    assert t.name is not None
+    ctype = request.content_type
+    if ctype == _APPLY:
+        return await _apply(request, server, user, t, dry_run)
+    if t.info.crd_name is not None and _PATCH_TYPES.get(ctype) in (None, "strategic"):
+        unknown = "the body of the request was in an unknown format - accepted media types include"
+        raise st.unsupported_media_type(f"{unknown}: {_CR_PATCH_TYPES}")
+    if ctype not in _PATCH_TYPES:
+        # go-restful refuses the content type before any handler runs.
+        raise st.raise_status(
+            st.make_status(415, "UnsupportedMediaType", "415: Unsupported Media Type", name="")
+        )
+    body = await _body(request)
+    out = await server.frontend.patch(
+        t.info.resource(t.version),
+        t.name,
+        body,
+        namespace=t.namespace,
+        patch_type=_PATCH_TYPES[ctype],
+        subresource=t.subresource,
+        user=user,
+        dry_run=dry_run,
+    )
+    return _json_response(out.object, warnings=out.warnings)
+
+
+async def _delete_one(
+    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
+) -> web.Response:
+    """A delete of a named object (not of a subresource), with its options from query or body."""
+    assert t.name is not None
+    if t.subresource:
+        raise st.method_not_supported(t.info.group, f"{t.info.plural}/{t.subresource}", "delete")
+    grace, uid, rv = _delete_options(request, await _body(request))
+    out = await server.frontend.delete(
+        t.info.resource(t.version),
+        t.name,
+        namespace=t.namespace,
+        grace_period_seconds=grace,
+        uid=uid,
+        resource_version=rv,
+        user=user,
+        dry_run=dry_run,
+    )
+    return _json_response(_deleted(t.info, out.object), warnings=out.warnings)
 
 
 async def _apply(
