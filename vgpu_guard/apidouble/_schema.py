@@ -451,11 +451,32 @@ def _forbidden(out: list[Cause], path: str, why: str) -> None:
 
 
 def _check(s: Any, at: str, where: str, out: list[Cause]) -> None:
+    """kube-apiserver's structural-schema checks of one node, then of the nodes under it; the
+    causes in its order (type, unsupported features, shape, values), as a denial lists them."""
     if not isinstance(s, dict):
         return
     if "$ref" in s:  # no structural schema can be built: nothing else is checked here
         _forbidden(out, f"{at}.$ref", "$ref is not supported")
         return
+    _check_type(s, at, where, out)
+    _check_unsupported(s, at, out)
+    _check_shape(s, at, where, out)
+    _check_values(s, at, where, out)
+    props, additional = s.get("properties"), s.get("additionalProperties")
+    if isinstance(props, dict):
+        for key, sub in props.items():
+            if where == "root" and key == "metadata":
+                continue
+            _check(sub, f"{at}.properties[{key}]", "property", out)
+    if isinstance(s.get("items"), dict):
+        _check(s["items"], f"{at}.items", "items", out)
+    if isinstance(additional, dict):
+        _check(additional, f"{at}.additionalProperties", "additional", out)
+
+
+def _check_type(s: dict[str, Any], at: str, where: str, out: list[Cause]) -> None:
+    """A type is required (unless an extension exempts the node), an object at the root, and one
+    of the supported ones."""
     kind = s.get("type")
     exempt = (
         s.get("x-kubernetes-int-or-string")
@@ -472,6 +493,11 @@ def _check(s: Any, at: str, where: str, out: list[Cause]) -> None:
         allowed = ", ".join(f'"{t}"' for t in _TYPES)
         msg = f"{at}.type: Unsupported value: {_render(kind)}: supported values: {allowed}"
         out.append(Cause("FieldValueNotSupported", f"{at}.type", msg))
+
+
+def _check_unsupported(s: dict[str, Any], at: str, out: list[Cause]) -> None:
+    """What a structural schema may not use: patternProperties, uniqueItems, preserve-unknown-fields
+    set to false, and types inside allOf/anyOf/oneOf/not (but int-or-string's own)."""
     if "patternProperties" in s:
         _forbidden(out, f"{at}.patternProperties", "patternProperties is not supported")
     if s.get("uniqueItems") is True:
@@ -491,7 +517,11 @@ def _check(s: Any, at: str, where: str, out: list[Cause]) -> None:
                 _forbidden(out, f"{at}.{key}[{i}].type", "must be empty to be structural")
     if isinstance(s.get("not"), dict) and "type" in s["not"]:
         _forbidden(out, f"{at}.not.type", "must be empty to be structural")
-    if kind == "array" and not isinstance(s.get("items"), dict):
+
+
+def _check_shape(s: dict[str, Any], at: str, where: str, out: list[Cause]) -> None:
+    """An array's items, properties beside additionalProperties, and the root's metadata."""
+    if s.get("type") == "array" and not isinstance(s.get("items"), dict):
         out.append(
             Cause("FieldValueRequired", f"{at}.items", f"{at}.items: Required value: must be specified")
         )
@@ -509,6 +539,10 @@ def _check(s: Any, at: str, where: str, out: list[Cause]) -> None:
                 "but metadata is implicitly specified"
             )
             _forbidden(out, f"{at}.properties[metadata]", why)
+
+
+def _check_values(s: dict[str, Any], at: str, where: str, out: list[Cause]) -> None:
+    """A pattern must compile (as Go's RE2 would), and a default must pass its own schema."""
     if isinstance(s.get("pattern"), str):
         compiled = _regex(s["pattern"])
         if isinstance(compiled, str):
@@ -519,12 +553,3 @@ def _check(s: Any, at: str, where: str, out: list[Cause]) -> None:
             )
     if "default" in s and where != "root":
         out.extend(_Validator(f"{at}.default").run(s["default"], s))
-    if isinstance(props, dict):
-        for key, sub in props.items():
-            if where == "root" and key == "metadata":
-                continue
-            _check(sub, f"{at}.properties[{key}]", "property", out)
-    if isinstance(s.get("items"), dict):
-        _check(s["items"], f"{at}.items", "items", out)
-    if isinstance(additional, dict):
-        _check(additional, f"{at}.additionalProperties", "additional", out)
