@@ -986,15 +986,8 @@ async def serve_double(
     with contextlib.ExitStack() as stack:
         if directory is None:
             directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="vgpu-guard-double-")))
-        directory.mkdir(parents=True, exist_ok=True)
-        cert = directory / "double-serving.crt"
-        key = directory / "double-serving.key"
-        cert.write_bytes(tls.cert_pem)
-        key.write_bytes(tls.key_pem)
-        key.chmod(0o600)
+        ctx = _serving_context(directory, tls)
         store.publish_root_ca(tls.ca_pem.decode())
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
         runner = web.AppRunner(build_app(server), handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         site = web.TCPSite(runner, host, port, ssl_context=ctx)
@@ -1007,21 +1000,38 @@ async def serve_double(
             )
             yield RunningDouble(url, kubeconfig, store, frontend, server, tls, admin_token, directory)
         finally:
-            for task in list(server.watches):
-                task.cancel()
-            # A TLS close waits (asyncio's ssl_shutdown_timeout, 30 s) for the peer's close_notify,
-            # which a client that drops its socket never sends: the socket under it would outlive
-            # the loop (a ResourceWarning wherever the GC next runs). Abort those first: once
-            # runner.cleanup() closes such a transport a second time, asyncio drops its link to
-            # the socket and abort() can no longer reach it.
-            _abort(t for t in server.transports if t.is_closing())
-            await runner.cleanup()
-            # A client that kept a TLS connection open: abort what is left, so nothing outlives
-            # the block.
-            _abort(server.transports)
-            if chain is not None:
-                await chain.close()
-            # An aborted TLS transport closes its socket a few loop turns later (the SSL layer,
-            # then the socket transport): let those turns run, so no socket is left to the GC.
-            for _ in range(5):
-                await asyncio.sleep(0)
+            await _stop(server, runner, chain)
+
+
+def _serving_context(directory: Path, tls: ServingTLS) -> ssl.SSLContext:
+    """The serving certificate and key written beside the kubeconfig (the key private), loaded."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert = directory / "double-serving.crt"
+    key = directory / "double-serving.key"
+    cert.write_bytes(tls.cert_pem)
+    key.write_bytes(tls.key_pem)
+    key.chmod(0o600)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+async def _stop(server: DoubleServer, runner: web.AppRunner, chain: AdmissionChain | None) -> None:
+    """Stop serving so that no watch, connection or socket outlives the block."""
+    for task in list(server.watches):
+        task.cancel()
+    # A TLS close waits (asyncio's ssl_shutdown_timeout, 30 s) for the peer's close_notify, which
+    # a client that drops its socket never sends: the socket under it would outlive the loop (a
+    # ResourceWarning wherever the GC next runs). Abort those first: once runner.cleanup() closes
+    # such a transport a second time, asyncio drops its link to the socket and abort() can no
+    # longer reach it.
+    _abort(t for t in server.transports if t.is_closing())
+    await runner.cleanup()
+    # A client that kept a TLS connection open: abort what is left, so nothing outlives the block.
+    _abort(server.transports)
+    if chain is not None:
+        await chain.close()
+    # An aborted TLS transport closes its socket a few loop turns later (the SSL layer, then the
+    # socket transport): let those turns run, so no socket is left to the GC.
+    for _ in range(5):
+        await asyncio.sleep(0)
