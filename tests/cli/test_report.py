@@ -142,3 +142,46 @@ def test_simulate_yaml_and_policyreport(capsys: pytest.CaptureFixture[str]) -> N
     assert run(["simulate", "-f", scenario, "-o", "policyreport"]) == 0
     for report in yaml.safe_load_all(capsys.readouterr().out):
         jsonschema.Draft202012Validator(POLICY_REPORT_SCHEMA).validate(report)
+
+
+def test_a_finding_the_fleet_admits_is_reported_as_the_warning_it_was(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """On a fleet that scales the capacity rules warn: the report says warn, not the configured deny."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "big"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "resources": {"limits": {"volcano.sh/vgpu-number": 16, "volcano.sh/vgpu-memory": 90000}},
+                }
+            ]
+        },
+    }
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    (tmp_path / "scale.yaml").write_text("admission:\n  fleetScaling: scaling\n")
+    code, out = out_json(
+        capsys, "review", "-f", str(tmp_path / "pod.yaml"), "--config", str(tmp_path / "scale.yaml")
+    )
+    assert code == 0 and out["objects"][0]["allowed"]
+    assert {(r["rule"], r["action"]) for r in out["results"] if r["action"] != "mutate"} == {
+        ("vgpu-number-range", "warn"),
+        ("vgpu-memory-too-large", "warn"),
+    }
+    assert out["summary"]["deny"] == 0 and out["summary"]["warn"] == 2
+    code = run(
+        [
+            "review",
+            "-f",
+            str(tmp_path / "pod.yaml"),
+            "--config",
+            str(tmp_path / "scale.yaml"),
+            "-o",
+            "policyreport",
+        ]
+    )
+    report = yaml.safe_load(capsys.readouterr().out)
+    assert code == 0 and {r["result"] for r in report["results"]} == {"warn", "pass"}  # pass: the mutation

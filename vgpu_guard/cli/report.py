@@ -62,7 +62,8 @@ def rule_results(reviewed: Iterable[tuple[str, ReviewResult]], config: GuardConf
                     "allowed": allowed,
                     "rule": v.rule,
                     "path": v.path,
-                    "action": _ACTION[config.action_for(v.rule)],
+                    # As the decision applied it (a scaling fleet warns where the config denies).
+                    "action": _ACTION[result.decision.actions.get(v.rule) or config.action_for(v.rule)],
                     "message": v.message,
                     "fix": _fix(v.message),
                 }

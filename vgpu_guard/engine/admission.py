@@ -80,6 +80,9 @@ class AdmissionDecision:
     audit: tuple[str, ...] = ()
     object: Mapping[str, Any] | None = None
     violations: tuple[Violation, ...] = field(default=(), repr=False)
+    # The action each rule that fired was given, as settled: on a fleet that scales the capacity
+    # rules default to warn (rules/fleet.py), so the configured action alone can be wrong.
+    actions: Mapping[str, Action] = field(default_factory=dict, repr=False)
     # Objects the shell must create before answering (a gang's GangPlacement, on its first member).
     # A create that fails with AlreadyExists means another replica decided first: re-decide with
     # the existing object in the view. Not created on dry run.
@@ -100,6 +103,7 @@ def settle(
     audited = [v.render() for v in violations if config.action_for(v.rule) is Action.AUDIT]
     all_warnings = clip_warnings([*(warnings or []), *warned])
     rules = tuple(dict.fromkeys(v.rule for v in violations))
+    actions = {rule: config.action_for(rule) for rule in rules}
     if denied:
         return AdmissionDecision(
             allowed=False,
@@ -110,6 +114,7 @@ def settle(
             audit=tuple(audited),
             object=obj,
             violations=tuple(violations),
+            actions=actions,
         )
     return AdmissionDecision(
         allowed=True,
@@ -119,6 +124,7 @@ def settle(
         audit=tuple(audited),
         object=obj,
         violations=tuple(violations),
+        actions=actions,
     )
 
 
