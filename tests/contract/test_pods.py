@@ -418,6 +418,33 @@ async def test_node_create_gets_the_not_ready_taint(contract: Contract) -> None:
     await contract.agree(probe)
 
 
+async def test_a_spec_field_of_the_wrong_json_type_is_refused_by_the_decoder(contract: Contract) -> None:
+    """Before any default or admission: the double read these fields and answered 500 instead."""
+
+    async def probe(side: Side) -> Any:
+        ns = await side.namespace()
+        seen: Obj = {}
+        bodies = {
+            "resources-string": pod("p", [container(resources="x")]),
+            "resources-list": pod("p", [container(resources=[1])]),
+            "limits-string": pod("p", [container(resources={"limits": "x"})]),
+            "requests-number": pod("p", [container(resources={"requests": 1})]),
+            "container-string": pod("p", ["c"]),  # type: ignore[list-item]
+            "containers-string": {**pod("p"), "spec": {"containers": "c"}},
+        }
+        for case, body in bodies.items():
+            reply = await create(side, ns, body)
+            message = str(reply.body.get("message", ""))
+            seen[case] = {
+                "http": reply.status,
+                "reason": reply.body.get("reason"),
+                "prefix": message.startswith('Pod in version "v1" cannot be handled as a Pod: '),
+            }
+        return seen
+
+    await contract.agree(probe)
+
+
 async def test_an_unparsable_quantity_is_refused(contract: Contract) -> None:
     def decoding(reply: Reply, kind: str) -> Obj:
         message = str(reply.body.get("message", ""))

@@ -22,8 +22,22 @@ __all__ = [
     "go_quote",
     "go_sprint",
     "go_string_slice",
+    "json_kind",
     "parse_uint_error",
 ]
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a decoded value as Go's encoding/json names it in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
 
 
 def go_quote(text: str) -> str:

@@ -24,6 +24,7 @@ from vgpu_guard.apidouble._gotext import (
     b64_raw_url_decode,
     go_json_loads,
     go_path_clean,
+    json_kind,
     parse_uint_error,
 )
 from vgpu_guard.apidouble._status import Cause
@@ -87,7 +88,7 @@ def decode_continue(token: str) -> tuple[str, int]:
             fields[field] = int(value) if want == "int64" else value
     elif parsed is not None:
         raise _invalid_token(
-            f"json: cannot unmarshal {_json_kind(parsed)} into Go value of type etcd3.continueToken"
+            f"json: cannot unmarshal {json_kind(parsed)} into Go value of type etcd3.continueToken"
         )
     if fields["v"] != TOKEN_VERSION:
         raise _invalid_token(f'server does not recognize this encoded version "{fields["v"]}"')
@@ -102,20 +103,8 @@ def decode_continue(token: str) -> tuple[str, int]:
     return key[1:], int(fields["rv"])
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _go_type_error(value: Any, field: str, go_type: str, *, number: bool = False) -> str:
-    what = f"number {value}" if number else _json_kind(value)
+    what = f"number {value}" if number else json_kind(value)
     return f"json: cannot unmarshal {what} into Go struct field {field} of type {go_type}"
 
 

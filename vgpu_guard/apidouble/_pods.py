@@ -26,6 +26,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from vgpu_guard.apidouble._gotext import json_kind
 from vgpu_guard.apidouble._status import Cause
 
 __all__ = [
@@ -222,11 +223,35 @@ def decode_defaults(key: tuple[str, str], obj: Obj) -> None:
         return
     try:
         if kind == "Pod":
+            _check_decodable(obj)
             default_pod(obj)
         else:
             _default_node(obj)
     except QuantityError as e:
         raise Undecodable(kind, str(e)) from e
+
+
+def _check_decodable(pod: Obj) -> None:
+    """The Go types the pod's spec decodes into, where the double reads them: a field of the wrong
+    JSON type is the decoder's 400, before any default or admission (a crash here was a 500)."""
+    spec = pod.get("spec")
+    _expect(spec, dict, "Pod.spec", "v1.PodSpec")
+    for key in ("initContainers", "containers"):
+        containers = (spec or {}).get(key)
+        _expect(containers, list, f"PodSpec.spec.{key}", "[]v1.Container")
+        for c in containers or []:
+            _expect(c, dict, f"PodSpec.spec.{key}", "v1.Container")
+            resources = (c or {}).get("resources")
+            _expect(resources, dict, f"Container.spec.{key}.resources", "v1.ResourceRequirements")
+            for part in ("limits", "requests"):
+                value = (resources or {}).get(part)
+                _expect(value, dict, f"ResourceRequirements.spec.{key}.resources.{part}", "v1.ResourceList")
+
+
+def _expect(value: Any, kind: type, field: str, go_type: str) -> None:
+    if value is not None and not isinstance(value, kind):
+        why = f"json: cannot unmarshal {json_kind(value)} into Go struct field {field} of type {go_type}"
+        raise Undecodable("Pod", why)
 
 
 def _default_node(node: Obj) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble._gotext import go_sprint
+from vgpu_guard.apidouble._gotext import go_sprint, json_kind
 
 __all__ = ["merge_keys_for", "strategic_merge"]
 
@@ -140,7 +140,7 @@ def strategic_merge(original: dict[str, Any], patch: Any, group: str, plural: st
         if patch is None:
             return dict(_copy(original))
         raise st.bad_request(
-            f"json: cannot unmarshal {_json_kind(patch)} into Go value of type map[string]interface {{}}"
+            f"json: cannot unmarshal {json_kind(patch)} into Go value of type map[string]interface {{}}"
         )
     try:
         return _merge_map(_copy(original), _copy(patch), (), merge_keys_for(group, plural))
@@ -150,16 +150,6 @@ def strategic_merge(original: dict[str, Any], patch: Any, group: str, plural: st
         if e.code == 422:
             raise st.raise_status(st.make_status(422, "Invalid", str(e))) from e
         raise st.internal(str(e)) from e
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array"
 
 
 def _copy(value: Any) -> Any:
