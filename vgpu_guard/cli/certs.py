@@ -21,6 +21,7 @@ from vgpu_guard.certs import (
     generate_ca,
     issue_serving_certificate,
 )
+from vgpu_guard.cli.argtypes import dns1035_label, dns1123_label
 
 __all__ = ["add_parser", "run"]
 
@@ -36,8 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write a self-signed CA and a serving certificate for <service>.<namespace>.svc",
         description="Writes ca.crt, ca.key, tls.crt, tls.key (keys 0600) and prints the caBundle.",
     )
-    gen.add_argument("--service", required=True, help="the webhook Service name")
-    gen.add_argument("--namespace", required=True, help="the namespace of the Service")
+    gen.add_argument("--service", required=True, type=dns1035_label, help="the webhook Service name")
+    gen.add_argument("--namespace", required=True, type=dns1123_label, help="the namespace of the Service")
     gen.add_argument("--out", type=Path, default=Path("."), help="output directory (default: current)")
     gen.add_argument(
         "--days",

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from vgpu_guard.cli.argtypes import positive_int
+
 __all__ = [
     "DEFAULT_LIMITS",
     "MAX_ALIASES",
@@ -89,14 +91,14 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, metavar: str, what: 
     )
     parser.add_argument(
         "--max-bytes",
-        type=int,
+        type=positive_int,
         default=DEFAULT_LIMITS.max_bytes,
         metavar="N",
         help=f"refuse an input file larger than N bytes (default: {DEFAULT_LIMITS.max_bytes})",
     )
     parser.add_argument(
         "--max-documents",
-        type=int,
+        type=positive_int,
         default=DEFAULT_LIMITS.max_documents,
         metavar="N",
         help=f"refuse an input file of more than N YAML documents (default: {DEFAULT_LIMITS.max_documents})",

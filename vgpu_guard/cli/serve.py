@@ -84,7 +84,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--metrics-port", type=int, help="operations HTTP port (default: webhook.metricsPort)"
     )
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="the least severe JSON log line written to stderr (default: info; audit lines always are)",
+    )
     parser.set_defaults(func=run)
 
 

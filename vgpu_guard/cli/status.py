@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu_guard.cli.argtypes import positive_seconds
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
@@ -326,7 +327,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (gpuMemoryFactor)"
     )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per API request (default 10)")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=10.0, help="seconds per API request (default 10)"
+    )
     parser.set_defaults(func=run)
 
 
