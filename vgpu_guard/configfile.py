@@ -3,8 +3,8 @@
 Why here and not in the engine: reading files and the environment is I/O; the engine only
 validates the resulting mapping (``GuardConfig``).
 
-Environment: ``VGPU_GUARD__<SECTION>__<FIELD>=value`` (snake or camel case; the value is read as a
-YAML scalar), e.g. ``VGPU_GUARD__ADMISSION__DEFAULT_MODE=mig``.
+Environment: ``VGPU_GUARD__<SECTION>__<FIELD>=value`` (any case, with or without underscores between
+words; the value is read as a YAML scalar), e.g. ``VGPU_GUARD__ADMISSION__DEFAULT_MODE=mig``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vgpu_guard.engine.config import GuardConfig
 
@@ -63,11 +63,17 @@ def load_device_config_text(data: Any, *, source: str) -> dict[str, Any]:
 
 
 def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``VGPU_GUARD__...`` variables as a config tree, each part spelt as the field it names.
+
+    An environment variable's name has no case of its own to trust (``DEFAULTMODE``,
+    ``DEFAULT_MODE`` and ``defaultMode`` all mean ``defaultMode``), so each part is matched to the
+    configuration's fields ignoring case and underscores; one that names no field is refused here,
+    naming the variable, instead of as an unexplained extra key of the merged tree."""
     tree: dict[str, Any] = {}
     for key, raw in sorted(env.items()):
         if not key.startswith(ENV_PREFIX):
             continue
-        parts = [p.lower() for p in key[len(ENV_PREFIX) :].split("__") if p]
+        parts = _field_names(key, [p for p in key[len(ENV_PREFIX) :].split("__") if p])
         if not parts:
             continue
         node = tree
@@ -78,6 +84,32 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         except yaml.YAMLError:
             node[parts[-1]] = raw
     return tree
+
+
+def _squash(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _field_names(variable: str, parts: list[str]) -> list[str]:
+    """``parts`` as the configuration's field aliases, down to a field that is not a section (a
+    map's keys, such as rule ids, are taken lowercased as they are)."""
+    out: list[str] = []
+    model: type[BaseModel] | None = GuardConfig
+    for part in parts:
+        if model is None:
+            out.append(part.lower())
+            continue
+        fields = {_squash(name): (name, info) for name, info in model.model_fields.items()}
+        found = fields.get(_squash(part))
+        if found is None:
+            where = ".".join(out) or "the configuration"
+            known = ", ".join(sorted(info.alias or name for name, info in model.model_fields.items()))
+            raise ConfigError(f"environment {variable}: {where} has no field {part!r} (fields: {known})")
+        name, info = found
+        out.append(info.alias or name)
+        annotation = info.annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return out
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

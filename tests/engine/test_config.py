@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from vgpu_guard.configfile import ConfigError, load_config
+from vgpu_guard.engine.config import Action
 
 # Copied verbatim from seed 003 (the comment line above the object is the only addition), so the
 # test runs on a clone with nothing beside it.
@@ -112,6 +113,42 @@ def test_environment_overrides_files(tmp_path: Path) -> None:
     )
     assert config.admission.default_mode == "mig"
     assert config.scheduling.routing is True
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "VGPU_GUARD__ADMISSION__DEFAULT_MODE",
+        "VGPU_GUARD__ADMISSION__DEFAULTMODE",
+        "VGPU_GUARD__admission__defaultMode",
+        "VGPU_GUARD__Admission__Default_Mode",
+    ],
+)
+def test_an_environment_field_is_found_whatever_its_spelling_without_a_config_file(variable: str) -> None:
+    """Without a file naming the field, a lowercased name had become an unknown key."""
+    assert load_config(env={variable: "mig"}).admission.default_mode == "mig"
+
+
+def test_an_environment_override_deep_in_the_device_config_and_a_rule_map() -> None:
+    config = load_config(
+        env={
+            "VGPU_GUARD__DEVICE_CONFIG__NVIDIA__DEFAULT_MEMORY": "2048",
+            "VGPU_GUARD__ADMISSION__RULES__VGPU-MEMORY-UNIT": "warn",
+        }
+    )
+    assert config.nvidia.default_memory == 2048
+    assert config.admission.rules["vgpu-memory-unit"] is Action.WARN
+
+
+def test_an_environment_variable_naming_no_field_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(env={"VGPU_GUARD__ADMISSION__DEFALT_MODE": "mig"})
+    assert str(refused.value).startswith(
+        "environment VGPU_GUARD__ADMISSION__DEFALT_MODE: admission has no field 'DEFALT_MODE' (fields: "
+        "allocationWriterGroups, allocationWriters, defaultMode,"
+    )
+    with pytest.raises(ConfigError, match="VGPU_GUARD__NOPE: the configuration has no field 'NOPE'"):
+        load_config(env={"VGPU_GUARD__NOPE": "1"})
 
 
 def test_environment_errors_name_their_source() -> None:
