@@ -26,7 +26,13 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, AdmissionDecision, AdmissionRequest, Phase
+from vgpu_guard.engine.admission import (
+    WORKLOAD_RESOURCES,
+    AdmissionDecision,
+    AdmissionRequest,
+    Phase,
+    too_many_containers,
+)
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 from vgpu_guard.kube.client import ClusterClient
@@ -37,7 +43,7 @@ from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
 from vgpu_guard.webhook.views import ViewSource
 
-__all__ = ["CONFIG", "METRICS", "ROUTES", "VIEWS", "Route", "count_containers", "create_app"]
+__all__ = ["CONFIG", "METRICS", "ROUTES", "VIEWS", "Route", "create_app"]
 
 log = logging.getLogger("vgpu_guard.webhook")
 
@@ -90,49 +96,6 @@ def _bad_request(app: web.Application, status: int, reason: str, *, close: bool 
         # The rest of the body may still be on its way; this connection is not reusable.
         response.force_close()
     return response
-
-
-_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-# Where pod specs sit in the objects we review: Pod, workload templates, CronJob, Volcano Job tasks.
-_DESCEND = ("spec", "template", "jobTemplate")
-
-
-def count_containers(obj: Mapping[str, Any] | None) -> tuple[int, str]:
-    """All containers of an object's pod specs, and the path of the largest list (cheap: no full walk)."""
-    total, largest, largest_path = 0, -1, "spec"
-    stack: list[tuple[Any, str]] = [(obj, "")]
-    while stack:
-        node, path = stack.pop()
-        if not isinstance(node, Mapping):
-            continue
-        for key in _CONTAINER_LISTS:
-            items = node.get(key)
-            if isinstance(items, list):
-                total += len(items)
-                if len(items) > largest:
-                    largest, largest_path = len(items), f"{path}{key}"
-        for key in _DESCEND:
-            if key in node:
-                stack.append((node[key], f"{path}{key}."))
-        tasks = node.get("tasks")
-        if isinstance(tasks, list):
-            stack.extend((task, f"{path}tasks[{i}].") for i, task in enumerate(tasks))
-    return total, largest_path
-
-
-def _too_many_containers(obj: Mapping[str, Any] | None, limit: int) -> AdmissionDecision | None:
-    total, path = count_containers(obj)
-    if total <= limit:
-        return None
-    return AdmissionDecision(
-        allowed=False,
-        code=422,
-        message=(
-            f"[object-too-large] {path}: {total} containers in one object exceed this webhook's limit of "
-            f"{limit} (webhook.maxContainers); split the object, or raise webhook.maxContainers"
-        ),
-        rules=("object-too-large",),
-    )
 
 
 def _audit(route: Route, request: ReviewRequest, decision: AdmissionDecision, seconds: float) -> None:
@@ -200,7 +163,7 @@ def _handler(route: Route) -> Any:
         # The cap protects rules that walk containers; the allocation route reads annotations only,
         # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
         walks = owned and route.caps_containers
-        too_large = _too_many_containers(review.object, settings.max_containers) if walks else None
+        too_large = too_many_containers(review.object, settings.max_containers) if walks else None
         if too_large is not None:
             decision = too_large
         elif not owned:

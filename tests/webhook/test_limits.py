@@ -25,7 +25,8 @@ from tests.builders import config_with, default_config, pod
 from tests.reliability.webhook_fuzz import call
 from tests.webhook.conftest import admission_review
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.webhook.app import ROUTES, count_containers, create_app
+from vgpu_guard.engine.object_size import count_containers
+from vgpu_guard.webhook.app import ROUTES, create_app
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 

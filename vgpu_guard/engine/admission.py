@@ -16,6 +16,7 @@ from typing import Any, Literal
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
+from vgpu_guard.engine.object_size import too_large
 from vgpu_guard.engine.patch import diff
 from vgpu_guard.engine.rules.fleet import fleet_config
 from vgpu_guard.engine.rules.pods_mutate import normalise_pod
@@ -316,8 +317,20 @@ def server_defaults(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return out
 
 
+def too_many_containers(obj: Mapping[str, Any] | None, limit: int) -> AdmissionDecision | None:
+    """The webhook's first check, before any rule (422: the object, not the policy, is at fault)."""
+    message = too_large(obj, limit)
+    if message is None:
+        return None
+    return AdmissionDecision(allowed=False, code=422, message=message, rules=("object-too-large",))
+
+
 def review_object(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> ReviewResult:
-    """API-server defaulting, mutation, then validation of the mutated object: the API server's order."""
+    """API-server defaulting, mutation, then validation of the mutated object: the API server's order.
+    The container cap first, as the webhook applies it."""
+    capped = too_many_containers(request.object, config.webhook.max_containers)
+    if capped is not None:
+        return ReviewResult(decision=capped, patch=(), warnings=(), object=request.object or {})
     if request.object is not None:
         request = AdmissionRequest(**{**request.__dict__, "object": server_defaults(request.object)})
     mutated = decide(request, view, config, phase="mutate")
