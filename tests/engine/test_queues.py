@@ -273,7 +273,16 @@ def test_warn_fraction_is_exact_and_configurable() -> None:
     ("action", "allowed", "warnings", "audit"),
     [
         ("enforce", False, (), ()),
-        ("warn", True, (SEED_001[:119] + "…",), ()),
+        # Clipped to 120 characters in the explanation, keeping the remedy whole.
+        (
+            "warn",
+            True,
+            (
+                "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed …; "
+                "lower it to at most 32 or add nodes",
+            ),
+            (),
+        ),
         ("audit", True, (), (SEED_001,)),
     ],
 )

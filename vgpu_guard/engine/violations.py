@@ -27,10 +27,24 @@ class Violation:
         return f"[{self.rule}] {self.path}: {self.message}"
 
 
+# When clipping keeps the remedy, the finding before it keeps at least this many characters after
+# "[rule] path: ": the value found must survive too, or the remedy has nothing to refer to.
+_FINDING_KEPT = 20
+
+
 def clip_warning(text: str) -> str:
-    """Fit a warning into 120 characters, marking the cut."""
+    """Fit a warning into 120 characters, marking the cut. The remedy after the last "; " is kept
+    whole and the explanation cut instead when the finding still keeps its start (rule, path, the
+    value and a few words), so what to do survives the limit; else the end is cut."""
     text = " ".join(text.split())
-    return text if len(text) <= WARNING_LIMIT else text[: WARNING_LIMIT - 1] + "…"
+    if len(text) <= WARNING_LIMIT:
+        return text
+    head, sep, remedy = text.rpartition("; ")
+    room = WARNING_LIMIT - len(remedy) - len("…; ")
+    finding_starts = head.find(": ") + 2 if head.startswith("[") else 0
+    if sep and head and room >= finding_starts + _FINDING_KEPT:
+        return head[:room] + "…; " + remedy
+    return text[: WARNING_LIMIT - 1] + "…"
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:
