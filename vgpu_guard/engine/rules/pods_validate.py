@@ -17,7 +17,7 @@ from typing import Any
 from vgpu_guard.engine.annotations import ALLOCATION_ANNOTATIONS, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
-from vgpu_guard.engine.devices import MODES
+from vgpu_guard.engine.devices import MODES, REGISTER_ANNOTATION
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.rules.display import show
 from vgpu_guard.engine.rules.fleet import fleet_config, fleet_scales
@@ -162,16 +162,39 @@ def _number_violations(
     if not cluster_checks or n <= view.max_gpus_per_node:
         return []
     most = view.max_gpus_per_node
+    refused = (
+        f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
+        f"ask for at most {most}"
+        if most
+        else _no_vgpu_text(f"{show(value.raw)} card(s) asked", view)
+    )
     text = fleet_text(
         "vgpu-number-range",
         view,
         config,
         why=f"{show(value.raw)} > {most}, the most cards on any current node",
         joins=f"a node with {n} GPUs",
-        refused=f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-        f"ask for at most {most}",
+        refused=refused,
     )
     return [Violation("vgpu-number-range", value.path, text)]
+
+
+def _no_vgpu_text(asked: str, view: ClusterView) -> str:
+    """The refusal when no node offers vGPU at all: why not (the first node's registration problem,
+    or that none registers a card), not an "ask for at most 0" no pod could follow."""
+    nodes = view.nodes
+    problems = sorted((name, info.gpu_problem) for name, info in nodes.items() if info.gpu_problem)
+    if not nodes:
+        why = "the cluster has no nodes"
+    elif problems:
+        name, problem = problems[0]
+        more = f"; {len(problems) - 1} more node(s) likewise" if len(problems) > 1 else ""
+        why = f"node {name}: {problem}{more}"
+    else:
+        why = f"none of its {len(nodes)} node(s) registers a GPU (annotation {REGISTER_ANNOTATION})"
+    return (
+        f"{asked}, but no node offers vGPU ({why}); fix the nodes' GPU registration (see vgpu-guard status)"
+    )
 
 
 def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: GuardConfig) -> list[Violation]:
@@ -186,7 +209,9 @@ def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: Guar
             why=f"{show(value.raw)} > {largest}, the largest current card",
             joins="a node with such a card",
             refused=f"{show(value.raw)} is more than the largest card offers ({largest}); "
-            f"ask for at most {largest} per card, or more cards",
+            f"ask for at most {largest} per card, or more cards"
+            if largest
+            else _no_vgpu_text(f"{show(value.raw)} of memory asked", view),
         )
         return [Violation("vgpu-memory-too-large", value.path, text)]
     if n < 0:
@@ -310,7 +335,9 @@ def _mode(
         why=f"{mode} is offered by no current node (offered: {offered})",
         joins=f"a node offering {mode}",
         refused=f"{mode} is offered by no node (modes offered: {offered}); "
-        "use an offered mode or remove the annotation",
+        "use an offered mode or remove the annotation"
+        if view.offered_modes
+        else _no_vgpu_text(f"{mode} asked", view),
     )
     return mode, [Violation("vgpu-mode-unavailable", path, text)]
 
