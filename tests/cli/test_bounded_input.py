@@ -171,3 +171,16 @@ def test_hostile_input_ends_in_one_line_under_500_mb(tmp_path: Path, argv: list[
     )
     peak = int(done.stdout) * 1024
     assert peak < MEMORY_BOUND, f"{' '.join(argv)} {kind}: peak RSS {peak // 2**20} MiB"
+
+
+@pytest.mark.parametrize("command", ["review", "simulate"])
+@pytest.mark.parametrize("text", ["", "---\n---\n", "# only a comment\n"])
+def test_an_input_without_objects_is_an_error_not_a_pass(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str, text: str
+) -> None:
+    """kubectl says "no objects passed"; "0 allowed, 0 denied" with exit 0 read like a pass."""
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    assert one_error_line(capsys, command, "-f", str(path)) == (
+        f"error: {path}: no Kubernetes objects (the input is empty, or only comments and ---)\n"
+    )

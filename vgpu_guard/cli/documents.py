@@ -38,6 +38,7 @@ __all__ = [
     "limits_from",
     "parse_documents",
     "read_documents",
+    "read_files",
     "read_inputs",
 ]
 
@@ -256,5 +257,15 @@ def expand_paths(paths: Sequence[str], *, recursive: bool) -> list[str]:
 
 
 def read_inputs(paths: Sequence[str], *, recursive: bool, limits: Limits = DEFAULT_LIMITS) -> list[Document]:
-    """All objects of the ``-f`` arguments, in order."""
-    return [d for path in expand_paths(paths, recursive=recursive) for d in read_documents(path, limits)]
+    """All objects of the ``-f`` arguments, in order (``read_files``)."""
+    return read_files(expand_paths(paths, recursive=recursive), limits)
+
+
+def read_files(files: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> list[Document]:
+    """All objects of ``files``, in order; none at all is an error, as for kubectl ("no objects
+    passed"): an empty file reviewed as "0 allowed, 0 denied" reads like a pass."""
+    documents = [d for path in files for d in read_documents(path, limits)]
+    if not documents:
+        names = ", ".join(STDIN_NAME if p == "-" else p for p in files)
+        raise InputError(f"{names}: no Kubernetes objects (the input is empty, or only comments and ---)")
+    return documents

@@ -20,7 +20,7 @@ from vgpu_guard.cli.documents import (
     Limits,
     expand_paths,
     parse_documents,
-    read_documents,
+    read_files,
 )
 
 __all__ = ["DEFAULT_SCENARIO", "EXAMPLES_DIR", "Scenario", "default_scenario", "load_scenario"]
@@ -70,5 +70,5 @@ def load_scenario(
 ) -> Scenario:
     """All objects of the files (directories expanded), in order; raises ``InputError`` naming the file."""
     files = expand_paths(paths, recursive=recursive)
-    documents = tuple(d for path in files for d in read_documents(path, limits))
+    documents = tuple(read_files(files, limits))
     return Scenario(source=", ".join("stdin" if p == "-" else p for p in files), documents=documents)
