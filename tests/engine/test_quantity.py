@@ -48,6 +48,17 @@ def test_invalid_quantities_raise_with_the_value(raw: object) -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "written"),
+    [(True, "true"), (False, "false"), (None, "null"), ([1], "a list"), ({"a": 1}, "a map")],
+)
+def test_a_value_that_is_no_number_is_named_as_yaml_writes_it(raw: object, written: str) -> None:
+    """Users wrote YAML: Python's True, None and list are not their words."""
+    with pytest.raises(QuantityError) as info:
+        parse_quantity(raw)
+    assert str(info.value).startswith(f"{written} is not a quantity (expected a number such as 12")
+
+
+@pytest.mark.parametrize(
     ("raw", "expected"),
     [
         ("12", Fraction(12)),

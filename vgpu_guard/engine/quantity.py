@@ -16,6 +16,7 @@ The grammar is the API server's (k8s.io/apimachinery/pkg/api/resource/quantity.g
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -72,7 +73,7 @@ def parse_quantity(raw: object) -> ParsedQuantity:
     Booleans, NaN, infinities and anything else raise ``QuantityError`` with the offending value.
     """
     if isinstance(raw, bool) or raw is None:
-        raise QuantityError(f"{raw!r} is not a quantity (expected a number such as 12 or 500m)")
+        raise QuantityError(f"{_as_written(raw)} is not a quantity (expected a number such as 12 or 500m)")
     if isinstance(raw, int):
         return ParsedQuantity(Fraction(raw), "")
     if isinstance(raw, float):
@@ -81,11 +82,25 @@ def parse_quantity(raw: object) -> ParsedQuantity:
         except (InvalidOperation, ValueError, OverflowError) as e:
             raise QuantityError(f"{raw!r} is not a finite quantity") from e
     if not isinstance(raw, str):
-        raise QuantityError(f"{type(raw).__name__} value is not a quantity (expected a number such as 12)")
+        raise QuantityError(f"{_as_written(raw)} is not a quantity (expected a number such as 12)")
     # A cluster writes the same few strings ("1", "24576", "500m") on every pod and a pass parses
     # every pod, so short strings go through a cache (a ParsedQuantity is immutable; errors are
     # raised anew, never cached). Long ones do not: padding must not pin megabytes as cache keys.
     return _parse_cached(raw) if len(raw) <= _MAX_LENGTH else _parse_text(raw)
+
+
+def _as_written(raw: object) -> str:
+    """A value that is not a number or a string, in the YAML/JSON words its author used (not
+    Python's ``True``, ``None`` or ``list``)."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if raw is None:
+        return "null"
+    if isinstance(raw, list | tuple):
+        return "a list"
+    if isinstance(raw, Mapping):
+        return "a map"
+    return f"a {type(raw).__name__} value"
 
 
 def _parse_text(raw: str) -> ParsedQuantity:
