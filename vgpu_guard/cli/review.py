@@ -14,8 +14,6 @@ import json
 import sys
 from typing import Any
 
-import yaml
-
 from vgpu_guard.cli.admission_entries import admission_entry
 from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
 from vgpu_guard.cli.documents import (
@@ -26,6 +24,7 @@ from vgpu_guard.cli.documents import (
     read_inputs,
 )
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
+from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
 from vgpu_guard.engine.cluster import ClusterView
@@ -162,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     pairs = [(d.source, r) for d, r in reviewed]
     denied = sum(1 for e in entries if not e["allowed"])
     if args.output == "policyreport":
-        sys.stdout.write(yaml.safe_dump_all(policy_reports(pairs, config), sort_keys=False))
+        sys.stdout.write(dump_yaml_all(policy_reports(pairs, config)))
     elif args.output in ("json", "yaml"):
         results = rule_results(pairs, config)
         report = {
@@ -174,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "json":
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
         else:
-            sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
+            sys.stdout.write(dump_yaml(report))
     else:
         sys.stdout.write(_text(entries, view.source))
     return EXIT_OK if denied == 0 else EXIT_DENIED

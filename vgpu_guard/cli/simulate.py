@@ -15,8 +15,6 @@ import json
 import sys
 from typing import Any
 
-import yaml
-
 from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
 from vgpu_guard.cli.documents import InputError, add_input_arguments, limits_from
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
@@ -24,6 +22,7 @@ from vgpu_guard.cli.review import add_output_argument, output_formats
 from vgpu_guard.cli.scenario import Scenario, default_scenario, load_scenario
 from vgpu_guard.cli.simulate_report import to_json, to_text
 from vgpu_guard.cli.simulation import SimulationError, simulate
+from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
 from vgpu_guard.configfile import ConfigError, load_config
 
 __all__ = ["add_parser", "run", "with_cluster"]
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     pairs = [(a.source, a.result) for a in result.admission]
     if args.output == "policyreport":
-        sys.stdout.write(yaml.safe_dump_all(policy_reports(pairs, config), sort_keys=False))
+        sys.stdout.write(dump_yaml_all(policy_reports(pairs, config)))
     elif args.output in ("json", "yaml"):
         results = rule_results(pairs, config)
         denied = sum(1 for a in result.admission if not a.result.decision.allowed)
@@ -108,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "json":
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
         else:
-            sys.stdout.write(yaml.safe_dump(report, sort_keys=False))
+            sys.stdout.write(dump_yaml(report))
     else:
         sys.stdout.write(to_text(result))
     return EXIT_OK
