@@ -376,3 +376,22 @@ def test_readme_shows_the_examples_real_output(capsys: pytest.CaptureFixture[str
         printed = capsys.readouterr().out
         # Run from the repository root, as the README does: the scenario is named by its relative path.
         assert printed.replace(str(ROOT) + "/", "") == shown, path
+
+
+def test_counts_of_one_read_in_the_singular(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "one"},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"volcano.sh/vgpu-number": 1}}}
+            ]
+        },
+    }
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    run(["simulate", "-f", str(path)])
+    out = capsys.readouterr().out
+    assert "ADMISSION (1 request, 0 denied)" in out
+    assert "Summary: 1 pod bound, 0 pending, 0 rejected; 0 of 1 admission request denied;" in out

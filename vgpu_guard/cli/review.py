@@ -24,6 +24,7 @@ from vgpu_guard.cli.documents import (
     read_inputs,
 )
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
+from vgpu_guard.cli.wording import plural
 from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
@@ -127,7 +128,7 @@ def _text(entries: list[dict[str, Any]], source: str) -> str:
     for e in entries:
         ref = f"{e['kind']} {e['namespace'] + '/' if e['namespace'] else ''}{e['name']}"
         verdict = "allowed" if e["allowed"] else "DENIED "  # as simulate's RESULT column
-        extra = f"  ({len(e['patch'])} patch op(s))" if e["patch"] and e["allowed"] else ""
+        extra = f"  ({plural(len(e['patch']), 'patch op')})" if e["patch"] and e["allowed"] else ""
         lines.append(f"{verdict} {ref}  [{e['source']}]{extra}")
         lines.extend(f"    {line}" for line in e["message"].splitlines())
         lines.extend(f"    warning: {w}" for w in e["warnings"])

@@ -15,6 +15,7 @@ from typing import Any
 
 from vgpu_guard.cli.admission_entries import admission_entry
 from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, SimulationResult
+from vgpu_guard.cli.wording import plural
 from vgpu_guard.engine.rules.queues_validate import QueueTree, format_amount
 
 __all__ = ["to_json", "to_text"]
@@ -140,7 +141,7 @@ def _who(username: str) -> str:
 def _admission_text(result: SimulationResult) -> list[str]:
     entries = [(a, _admission(a)) for a in result.admission]
     denied = sum(1 for _, e in entries if not e["allowed"])
-    lines = [f"ADMISSION ({len(entries)} requests, {denied} denied)"]
+    lines = [f"ADMISSION ({plural(len(entries), 'request')}, {denied} denied)"]
     rows: list[tuple[list[str], list[str]]] = []  # (cells, detail lines under the row)
     for workload, group in groupby(entries, key=lambda pair: pair[0].workload):
         members = list(group)
@@ -154,7 +155,7 @@ def _admission_text(result: SimulationResult) -> list[str]:
             cells = [
                 f"  {verdict}",
                 "Pod",
-                f"{len(members)} pods of {workload}",
+                f"{plural(len(members), 'pod')} of {workload}",
                 f"by {_who(first.username)}",
             ]
             # Why they were denied first, as for any other row, then the mutation's warnings.
@@ -172,7 +173,7 @@ def _admission_text(result: SimulationResult) -> list[str]:
             if admitted.api_error:
                 details.append(f"API server: {admitted.api_error}")
             if admitted.pods:
-                details.append(f"creates {len(admitted.pods)} pods")
+                details.append(f"creates {plural(len(admitted.pods), 'pod')}")
             if admitted.note:
                 details.append(admitted.note)
             rows.append((cells, details))
@@ -296,8 +297,8 @@ def to_text(result: SimulationResult) -> str:
         _gpus_text(result),
         _queues_text(result),
         [
-            f"Summary: {bound} pods bound, {pending} pending, {rejected} rejected; "
-            f"{denied} of {len(result.admission)} admission requests denied; "
+            f"Summary: {plural(bound, 'pod')} bound, {pending} pending, {rejected} rejected; "
+            f"{denied} of {plural(len(result.admission), 'admission request')} denied; "
             + (
                 f"{len(result.violations)} GPU invariant(s) broken."
                 if result.violations

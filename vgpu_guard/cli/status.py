@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu_guard.cli.argtypes import positive_seconds
+from vgpu_guard.cli.wording import plural
 from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
@@ -200,10 +201,6 @@ def _percent(part: int, whole: int) -> str:
     return f"{part * 100 // whole}%" if whole else "-"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
@@ -240,10 +237,10 @@ def render_text(status: FleetStatus) -> str:
     pods = sum(len(n.ledger.allocations) for n in status.nodes)
     mig = sum(g.mig_instances for n in status.nodes for g in n.gpus)
     lines = [
-        f"{_plural(len(status.nodes), 'GPU node')}, {_plural(len(cards), 'GPU')} "
+        f"{plural(len(status.nodes), 'GPU node')}, {plural(len(cards), 'GPU')} "
         f"({sum(1 for g in cards if g.full)} full), {used}/{registered} MiB reserved "
-        f"({_percent(used, registered)}), {_plural(pods, 'pod')} holding GPUs, "
-        f"{_plural(mig, 'MIG instance')} in use",
+        f"({_percent(used, registered)}), {plural(pods, 'pod')} holding GPUs, "
+        f"{plural(mig, 'MIG instance')} in use",
     ]
     if status.nodes:
         header = [
