@@ -282,3 +282,14 @@ def test_kubeconfig_of_a_real_api_server(capsys: pytest.CaptureFixture[str], tmp
         ("notebooks", True, ""),
         ("batch", False, denial("64", 1, "32").replace("1 Ready nodes", "1 Ready node")),
     ]
+
+
+@pytest.mark.parametrize("command", ["review", "simulate"])
+def test_a_context_without_a_kubeconfig_is_refused_not_ignored(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Reviewed against the built-in cluster instead of the one named, it read as a pass."""
+    assert run([command, "-f", str(ROOT / "examples" / "denials" / "pods.yaml"), "--context", "prod"]) == 2
+    assert (
+        capsys.readouterr().err == "error: --context prod names a kubeconfig context: add --kubeconfig PATH\n"
+    )

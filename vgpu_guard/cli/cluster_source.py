@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vgpu_guard.cli.documents import Document, Limits, read_documents
+from vgpu_guard.cli.documents import Document, InputError, Limits, read_documents
 
 __all__ = ["BUILTIN_CLUSTER", "BUILTIN_NAME", "ClusterSource", "add_cluster_arguments", "choose_cluster"]
 
@@ -78,6 +78,9 @@ def choose_cluster(
     what: str,
 ) -> ClusterSource:
     """The cluster for ``inputs`` (see the module's order); raises ``InputError`` naming the file."""
+    if context is not None and kubeconfig is None:
+        # Silently reviewing against another cluster than the one named would read as a pass.
+        raise InputError(f"--context {context} names a kubeconfig context: add --kubeconfig PATH")
     if kubeconfig is not None:
         from vgpu_guard.cli.live_cluster import read_live_cluster  # the API client only when asked
 
