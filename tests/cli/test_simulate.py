@@ -22,12 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "simulate"
 SCHEMA = json.loads((ROOT / "docs" / "simulate.schema.json").read_text())
 
-OVERCOMMIT_ALONE = (
-    "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
-)
+OVERCOMMIT_ALONE = "0/1 nodes are available: 8 GPUs have no free memory (12288 MiB requested)"
 OVERCOMMIT_IN_DEFAULT = (
     "0/14 nodes are available: 9 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
-    "devices, 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
+    "devices, 8 GPUs have no free memory (12288 MiB requested)"
 )
 BATCH_DENIED = (
     "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "

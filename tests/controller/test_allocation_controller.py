@@ -19,9 +19,7 @@ from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
-SEED_000_MESSAGE = (
-    "0/1 nodes are available: 7 GPUs have no free memory, 1 GPU has 0 MiB free < 12288 MiB requested"
-)
+SEED_000_MESSAGE = "0/1 nodes are available: 8 GPUs have no free memory (12288 MiB requested)"
 
 
 async def test_seed_000_two_bound_to_the_free_gpu_third_pending_with_the_reason() -> None:

@@ -124,7 +124,7 @@ async def test_seed_000_three_12gib_pods_on_one_free_24gib_card_two_bound_one_pe
         assert created["spec"]["schedulerName"] == "vgpu-guard"
 
     pods = await settled_gpu_pods(env, bound_count=2, pending_count=1)
-    expected_reason = await unavailable(env, "1 GPU has 0 MiB free < 12288 MiB requested")
+    expected_reason = await unavailable(env, "1 GPU has no free memory (12288 MiB requested)")
     for pod in bound(pods):
         name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
         assert pod["spec"]["nodeName"] == "e2e-a10-0"

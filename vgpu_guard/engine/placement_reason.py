@@ -161,6 +161,10 @@ def _podgroup_texts(failures: list[CardFailure]) -> list[str]:
 def _memory_texts(failures: list[CardFailure]) -> list[str]:
     # The closest miss (most free memory; the first such GPU on ties) is quoted with its numbers.
     closest = max(range(len(failures)), key=lambda i: (failures[i].free, -i))
+    if failures[closest].free == 0:
+        # None has any: one count, not "7 have no free memory, 1 has 0 MiB free".
+        many = _count(len(failures), "has no free memory", "have no free memory", "GPU")
+        return [f"{many} ({failures[closest].need} MiB requested)"]
     rest = [f for i, f in enumerate(failures) if i != closest]
     out = []
     none_free = sum(1 for f in rest if f.free == 0)
