@@ -472,7 +472,7 @@ async def test_seed_004_a_gang_is_pinned_to_the_one_ib_cluster_that_holds_it(env
     for i in range(3):
         created, warnings = await env.create(PODS, member(i))
         ib = (
-            f"vgpu-guard: chose IB cluster ib-b for gang {env.ns}/{group} (best fit of 1); required node affinity added"
+            f"vgpu-guard: chose IB cluster ib-b for gang {env.ns}/{group} (the only one that fits); required node affinity added"
             if i == 0
             else f"vgpu-guard: gang {env.ns}/{group} runs in IB cluster ib-b; node affinity added"
         )

@@ -93,7 +93,11 @@ def test_best_fit_is_the_cluster_left_least_free(size: int, expected: str) -> No
         "mode": "hami-core",
         "perPod": {"gpus": [{"count": 1, "cores": 100, "memoryMiB": 24576}]},
     }
-    assert f"vgpu-guard: chose IB cluster {expected} for gang ml/train" in " ".join(result.warnings)
+    why = "the only one that fits" if size == 4 else "best fit of 2"
+    assert (
+        f"vgpu-guard: chose IB cluster {expected} for gang ml/train ({why}); required node affinity added"
+        in result.warnings
+    )
 
 
 def test_a_gang_no_cluster_can_hold_is_denied_with_each_clusters_room() -> None:

@@ -49,7 +49,7 @@ async def test_a_tenant_patching_an_assignment_in_is_denied(
         "status": "Failure",
         "code": 403,
         "reason": "Forbidden",
-        "message": f"[allocation-annotations] metadata.annotations[{IDS}]: GPU-0,NVIDIA,28672,100:; was added by "
+        "message": f"[allocation-annotations] metadata.annotations[{IDS}]: 'GPU-0,NVIDIA,28672,100:;' was added by "
         f"alice on UPDATE; {WHO}, leave it out",
     }
     assert answer["auditAnnotations"] == {"rules": "allocation-annotations"}

@@ -397,7 +397,8 @@ def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfi
         persist=persist,
         warnings=(
             *notes,
-            f"{_WHO}: chose IB cluster {chosen} for gang {namespace}/{group} (best fit of {len(fitting)}); "
+            f"{_WHO}: chose IB cluster {chosen} for gang {namespace}/{group} "
+            f"({f'best fit of {len(fitting)}' if len(fitting) > 1 else 'the only one that fits'}); "
             "required node affinity added",
         ),
     )

@@ -84,7 +84,7 @@ def test_patching_an_assignment_into_a_plain_pod_is_denied() -> None:
     assert decision.message.splitlines() == [
         f"[allocation-annotations] metadata.annotations[{NODE}]: node-1 was added by alice on UPDATE; "
         f"{WHO}, leave it out",
-        f"[allocation-annotations] metadata.annotations[{IDS}]: GPU-0,NVIDIA,28672,100:; was added by alice "
+        f"[allocation-annotations] metadata.annotations[{IDS}]: 'GPU-0,NVIDIA,28672,100:;' was added by alice "
         f"on UPDATE; {WHO}, leave it out",
     ]
 
@@ -94,8 +94,8 @@ def test_changing_and_removing_an_assignment_are_denied() -> None:
     changed = plain({IDS: "GPU-0,NVIDIA,1,10:;"})
     decision = admit_allocation_write(update(held, changed), config())
     assert decision.message.splitlines() == [
-        f"[allocation-annotations] metadata.annotations[{IDS}]: GPU-0,NVIDIA,1024,10:; was changed to "
-        f"GPU-0,NVIDIA,1,10:; by alice on UPDATE; {WHO}, keep GPU-0,NVIDIA,1024,10:;",
+        f"[allocation-annotations] metadata.annotations[{IDS}]: 'GPU-0,NVIDIA,1024,10:;' was changed to "
+        f"'GPU-0,NVIDIA,1,10:;' by alice on UPDATE; {WHO}, keep 'GPU-0,NVIDIA,1024,10:;'",
         f"[allocation-annotations] metadata.annotations[{PHASE}]: success was removed by alice on UPDATE; "
         f"{WHO}, keep it",
     ]
