@@ -114,10 +114,27 @@ def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path
     [
         ("a: [1,\n", "not valid YAML"),
         (
-            "apiVersion: v1\nkind: Pod\n---\n- 1\n",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n---\n- 1\n",
             "document 2: expected a Kubernetes object (a mapping), got list",
         ),
         ("a: 1\n---\nmetadata: {name: x}\n", "document 1: missing apiVersion or kind"),
+        # As kubectl refuses them: an object no API server accepts is not reviewed.
+        (
+            "apiVersion: v1\nkind: Pod\n",
+            "document 1: Pod needs metadata with a name (a mapping), got nothing",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: x\n",
+            "document 1: Pod needs metadata with a name (a mapping), got str",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {labels: {}}\n",
+            "document 1: Pod has no metadata.name (or generateName)",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: 5}\n",
+            "document 1: Pod metadata.name must be text, got int",
+        ),
     ],
 )
 def test_unreadable_input_exits_2_naming_file_and_document(

@@ -164,7 +164,25 @@ def _objects(data: Any, where: str) -> Iterator[dict[str, Any]]:
         return
     if not isinstance(data.get("kind"), str) or not isinstance(data.get("apiVersion"), str):
         raise InputError(f"{where}: missing apiVersion or kind")
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        got = "nothing" if metadata is None else type(metadata).__name__
+        raise InputError(f"{where}: {data['kind']} needs metadata with a name (a mapping), got {got}")
+    for field in ("name", "generateName"):
+        value = metadata.get(field)
+        if value is not None and not isinstance(value, str):
+            raise InputError(
+                f"{where}: {data['kind']} metadata.{field} must be text, got {type(value).__name__}"
+            )
+    if not _text(metadata.get("name")) and not _text(metadata.get("generateName")):
+        # As kubectl refuses it ("resource name may not be empty"): a review of it would be of
+        # an object no API server accepts, shown as "Pod default/".
+        raise InputError(f"{where}: {data['kind']} has no metadata.name (or generateName); name it")
     yield data
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _read_bytes(path: str, limit: int) -> bytes:
