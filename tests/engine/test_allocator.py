@@ -64,6 +64,18 @@ def test_seed_000_message_as_the_issue_writes_it_with_eight_single_gpu_nodes() -
     assert results[2].message == ("0/8 nodes are available: 8 GPUs have no free memory (12288 MiB requested)")
 
 
+def test_a_registration_that_does_not_parse_is_named_as_such_not_as_no_gpus() -> None:
+    """It leaves the node no cards, but the operator can fix it: the reason must say so."""
+    broken = gpu_node("bad", 1)
+    broken["metadata"]["annotations"]["volcano.sh/node-vgpu-register"] = "GPU-bad-0,10,notanumber,A10,true:"
+    allocator = Allocator(view([broken, cpu_node("cpu-0")]), {}, config=config())
+    (result,) = place_all(allocator, [vgpu_pod("p", memory=1000)])
+    assert isinstance(result, Unplaceable)
+    assert result.message == (
+        "0/2 nodes are available: 1 node has no vGPU devices, 1 node has an unusable vGPU registration"
+    )
+
+
 def test_closest_miss_is_quoted_with_its_numbers() -> None:
     nodes = [gpu_node("a", [24576, 24576]), cpu_node("cpu-0"), gpu_node("b", 1, ready=False)]
     ledger = NodeLedger(

@@ -164,11 +164,13 @@ _UNMATCHED = NodeFailure("selector")
 
 
 def _gpu_failure(info: NodeInfo) -> NodeFailure | None:
-    """The node's own GPU checks, which come before any of the pod's."""
+    """The node's own GPU checks, which come before any of the pod's. A registration that does not
+    parse leaves no cards either: it is counted as the problem it is (the operator can fix it),
+    not as a node without GPUs."""
+    if info.gpu_problem is not None:
+        return _GPU_PROBLEM
     if not info.gpus:
         return _NO_GPU
-    if not info.vgpu_capable:
-        return _GPU_PROBLEM
     return None
 
 
