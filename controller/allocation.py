@@ -627,7 +627,6 @@ class AllocationController:
         busy = await self._busy(now)
         pending = self._pending(reports)
         result.pending = len(pending)
-        self.metrics.pending.set(len(pending))
         await self._refresh_objects(pending)
         world.refill(self._pod_facts)
         allocator = world.allocator(world.view)
@@ -643,6 +642,9 @@ class AllocationController:
             result=result,
         )
         await self._write_and_offer(allocator, objects, busy, result)
+        # After placement: our pods not bound yet, the unreadable requests included (as by reason),
+        # less those this pass reserved and offered for binding.
+        self.metrics.pending.set(max(0, len(world.pending) - len(result.reserved)))
         # Reasons last: binds must not wait behind a flood of status patches for pods with no room.
         self.metrics.set_pending_reasons(reason for _, _, reason in reports)
         passed = PassReports()

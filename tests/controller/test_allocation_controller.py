@@ -197,6 +197,25 @@ async def test_pre_existing_overcommit_is_reported_loudly_and_not_evicted(
     assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "a"}) == 1
 
 
+async def test_pending_pods_counts_what_the_pass_left_pending_as_the_reasons_do() -> None:
+    """Set before placement, it had counted pods about to be bound and left out unreadable requests."""
+    cluster = seed_000()
+    registry = CollectorRegistry()
+    controller = cluster.replica(registry=registry)
+    for i in range(3):
+        cluster.create_pod(vgpu_pod(f"web-{i}", memory=12288))
+    no_vgpu = vgpu_pod("no-vgpu", memory=1000)
+    del no_vgpu["spec"]["containers"][0]["resources"]
+    cluster.create_pod(no_vgpu)
+    await cluster.converge(controller)  # web-0 and web-1 bound, one at a time (the plugin's handshake)
+    reasons = {
+        reason: registry.get_sample_value("vgpu_guard_pending_pods_by_reason", {"reason": reason})
+        for reason in ("capacity", "invalid-request")
+    }
+    assert reasons == {"capacity": 1, "invalid-request": 1}
+    assert registry.get_sample_value("vgpu_guard_pending_pods") == 2  # web-2 and no-vgpu
+
+
 async def test_gpu_gauges_mirror_the_last_pass_and_forget_removed_nodes() -> None:
     cluster = Cluster([gpu_node("a", 2), gpu_node("b", 1)])
     registry = CollectorRegistry()
