@@ -59,6 +59,8 @@ class LeaderElector:
         self.clock = clock
         self.lease_duration = lease_duration
         self.leading = False
+        # Who held the Lease when this replica last read it (for the log line of a lost Lease).
+        self.holder = ""
         # Set after the first round, won or lost: the replica is then "holding or waiting" (ready).
         self.attempted = False
         # The API error that ended the last round (None: the round reached the Lease). A failing
@@ -95,6 +97,7 @@ class LeaderElector:
                 return True
             spec: dict[str, Any] = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
+            self.holder = str(holder or "")
             renewed = _parse_time(spec.get("renewTime")) or 0.0
             duration = int(spec.get("leaseDurationSeconds") or self.lease_duration)
             if holder != self.identity and holder and renewed + duration > now:

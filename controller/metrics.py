@@ -192,6 +192,11 @@ class AllocationMetrics:
             registry=registry,
         )
 
+    def clear_leader_gauges(self) -> None:
+        """What only the leader knows, at 0 on a standby: pending pods, by reason too."""
+        self.pending.set(0)
+        self.set_pending_reasons(())
+
     def set_pending_reasons(self, reasons: Iterable[str]) -> None:
         """One pass's reasons, one per pod left Pending; every reason the pass did not see drops to 0.
 

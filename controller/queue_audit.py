@@ -106,6 +106,15 @@ class QueueAuditor:
         self._audit_line(audited)
         return audited
 
+    def stand_down(self) -> None:
+        """Not the leader (any more): export no ratio (a former leader's would win a dashboard's
+        max() over replicas), and report afresh on leading again."""
+        for resource in self._gauged:
+            self.ratio.remove(resource)
+        self._gauged = set()
+        self._reported = {}
+        self._last_line = None
+
     def _set_gauges(self, audited: QueueAudit) -> None:
         for resource in audited.resources:
             self.ratio.labels(resource=resource).set(_ratio(audited, resource))
@@ -220,6 +229,8 @@ async def run_queue_audit(
             try:
                 if is_leader():
                     await auditor.audit_once(cache.snapshot(config), config)
+                else:
+                    auditor.stand_down()
             except asyncio.CancelledError:
                 raise
             except Exception:

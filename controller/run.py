@@ -136,6 +136,7 @@ class _Rounds:
         # the Lease, so a wall-clock step can never stretch a leadership the server did not record.
         self.renew_every = min(retry_seconds, elector.lease_duration / 2)
         self.renewed: float | None = None
+        self.was_leading = False
 
     async def run(self) -> None:
         self.start_pause.begin()
@@ -167,14 +168,29 @@ class _Rounds:
             leading = await self.elector.try_acquire_or_renew()
             self.renewed = started if leading else None
         self.metrics.leader.set(1 if leading else 0)
+        if leading != self.was_leading:
+            self._log_transition(leading)
+            self.was_leading = leading
         return leading
+
+    def _log_transition(self, leading: bool) -> None:
+        """One line per change of leadership (an operator asks "who leads, since when")."""
+        lease = f"{self.elector.namespace}/{self.elector.name}"
+        if leading:
+            log.info("leading: holds Lease %s", lease)
+        elif self.elector.error is None:
+            holder = self.elector.holder or "another replica"
+            log.info("standing by: Lease %s is held by %s", lease, holder)
 
     async def _stand_by(self) -> None:
         """A standby acts on nothing the watches report: one Lease attempt per retry period, and
         while the Lease itself fails, exponentially fewer (see ``backoff_cap``)."""
         if self.inputs.synced:
             self.start_pause.end()  # its start is over: no pass comes before it leads
-        self.controller.reports.clear_snapshot()  # the leader exports the GPUs, not us
+        # The leader exports the GPUs and what is pending, not us: a former leader's last numbers
+        # would win a dashboard's max() over replicas.
+        self.controller.reports.clear_snapshot()
+        self.metrics.clear_leader_gauges()
         self.wake.clear()
         self.last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
         self.backoff = min(self.backoff * 2, self.backoff_cap) if self.elector.error else self.retry_seconds
