@@ -160,6 +160,7 @@ class AlwaysLeads:
 
     leading = True
     lease_duration = 15
+    namespace, name, holder, error = "default", "vgpu-guard-controller", "", None
 
     async def try_acquire_or_renew(self) -> bool:
         await asyncio.sleep(0)
