@@ -303,8 +303,10 @@ async def test_an_unreachable_server_says_so(fake_api: Any) -> None:
     client.api.configuration.host = "http://127.0.0.1:9"  # nothing listens on the discard port
     error = await failure(client.list(PODS, namespace="team-a"))
     assert type(error) is Unavailable
-    assert str(error).startswith("list v1/pods in namespace team-a: ClientConnectorError: ")
-    assert str(error).endswith("; the connection to the API server failed (a retry may succeed)")
+    assert str(error) == (
+        "list v1/pods in namespace team-a: cannot connect to 127.0.0.1:9: Connection refused; "
+        "the connection to the API server failed (a retry may succeed)"
+    )
 
 
 # -- the mapping itself ---------------------------------------------------------------------------

@@ -111,9 +111,8 @@ class AioClusterClient:
             body = _status_body((e.body or "").encode())
             raise error_from_status(int(e.status or 0), body, request) from e
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            timeout = isinstance(e, TimeoutError)
-            text = f"timed out after {self.request_timeout:g}s" if timeout else f"{type(e).__name__}: {e}"
-            raise Unavailable(text, reason="Timeout" if timeout else "").about(request) from e
+            text, reason = _connection_failure(e, self.request_timeout)
+            raise Unavailable(text, reason=reason).about(request) from e
         for warning in resp.headers.getall("Warning", []):
             self.warnings.append(_warning_text(warning))
         return resp
@@ -346,6 +345,23 @@ def _no_per_request_env(configuration: kclient.Configuration) -> None:
     extra = dict(getattr(configuration, "client_session_kwargs", None) or {})
     extra.setdefault("trust_env", False)
     configuration.client_session_kwargs = extra
+
+
+def _connection_failure(e: BaseException, timeout: float) -> tuple[str, str]:
+    """What went wrong before any answer, in words (not the exception's repr), and its reason:
+    ``Timeout``, ``TLS`` (the server's certificate is not trusted: a retry does not help) or ""."""
+    if isinstance(e, TimeoutError):
+        return f"timed out after {timeout:g}s", "Timeout"
+    if isinstance(e, aiohttp.ClientConnectorCertificateError):
+        cert = e.certificate_error
+        why = getattr(cert, "verify_message", "") or getattr(cert, "reason", "") or str(cert)
+        return f"TLS to {e.host}:{e.port} failed: the server's certificate is not trusted ({why})", "TLS"
+    if isinstance(e, aiohttp.ClientConnectorError):
+        # asyncio's strerror carries the address as a tuple repr; the errno's own words do not.
+        code = e.os_error.errno
+        why = os.strerror(code) if code else (e.os_error.strerror or type(e.os_error).__name__)
+        return f"cannot connect to {e.host}:{e.port}: {why}", ""
+    return f"{type(e).__name__}: {e}", ""
 
 
 def _warning_text(header: str) -> str:

@@ -211,6 +211,8 @@ def _said(e: KubeError) -> str:
 
 def _remedy(e: KubeError) -> str:
     """What the failure means for the object, and what to check, for the cases operators meet."""
+    if e.code == 0 and e.reason == "TLS":
+        return "check the kubeconfig's certificate-authority for this server (a retry does not help)"
     if e.code == 0:
         late = e.reason == "Timeout"
         what = "the API server is slow or unreachable" if late else "the connection to the API server failed"
