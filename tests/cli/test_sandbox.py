@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import cast
 
@@ -92,9 +93,12 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
             "\nscope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n"
             in banner
         )
-        webhook_match = re.search(r"webhook: +(https://\S+)", banner)
+        webhook_match = re.search(r"webhook: +(https://[^,\s]+), metrics (http://\S+/metrics)", banner)
         assert webhook_match, banner
         webhook = webhook_match.group(1)
+        assert re.search(r"controller: leader-elected, .*, metrics http://\S+/metrics", banner), banner
+        with urllib.request.urlopen(webhook_match.group(2), timeout=10) as response:
+            assert b"vgpu_guard_admission_requests_total" in response.read()
 
         api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]  # unannotated in kubernetes
         try:

@@ -104,6 +104,10 @@ async def test_serve_all_against_the_double(tmp_path: Path) -> None:
             assert body["response"]["status"]["message"].startswith("[vgpu-memory-unit]")
             lease = api.store.get(LEASES, "vgpu-guard-controller", namespace="vgpu-guard")
             assert lease["spec"]["holderIdentity"] == "serve-test-0"
+            # The "serving" line says where to find the process: both ports.
+            lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+            serving = [line for line in lines if line.get("msg") == "serving"]
+            assert serving and serving[0]["port"] == port and serving[0]["ops_port"] == ops, serving
         finally:
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)

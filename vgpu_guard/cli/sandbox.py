@@ -263,8 +263,13 @@ async def _start_guard(kubeconfig: Path, workdir: Path) -> list[_Child]:
     for child in children:
         await child.wait_ready()
     scope_text = await _register(kubeconfig, f"https://{_HOST}:{port}", ca_pem)
-    print(f"webhook:    https://{_HOST}:{port} (log {children[0].log})")
-    print(f"controller: leader-elected, Lease {NAMESPACE}/vgpu-guard-controller (log {children[1].log})")
+    webhook, controller = children
+    metrics = f"http://{_HOST}:{webhook.ops_port}/metrics"
+    print(f"webhook:    https://{_HOST}:{port}, metrics {metrics} (log {webhook.log})")
+    print(
+        f"controller: leader-elected, Lease {NAMESPACE}/vgpu-guard-controller, "
+        f"metrics http://{_HOST}:{controller.ops_port}/metrics (log {controller.log})"
+    )
     print("\n".join(scope_text))
     return children
 

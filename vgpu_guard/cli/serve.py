@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from aiohttp import web
@@ -47,6 +48,9 @@ from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
 from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import setup_logging
 from vgpu_guard.ops_http import create_ops_app
+
+if TYPE_CHECKING:  # the webhook's modules load only when a webhook is served
+    from vgpu_guard.webhook.server import RunningWebhook
 
 __all__ = ["add_parser", "kubeconfig_problem", "run"]
 
@@ -214,7 +218,9 @@ class _Process:
         )
 
 
-def _webhook(process: _Process, cache: ClusterCache) -> contextlib.AbstractAsyncContextManager[object]:
+def _webhook(
+    process: _Process, cache: ClusterCache
+) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
     from vgpu_guard.webhook.server import running_webhook
 
     settings, config = process.settings, process.config
@@ -315,8 +321,9 @@ async def _main(args: argparse.Namespace, config: GuardConfig, settings: Process
         if args.component in ("controller", "all"):
             _controller(process, cache)
         if args.component in ("webhook", "all"):
-            async with _webhook(process, cache):
-                log.info("serving", extra={"fields": {"component": args.component}})
+            async with _webhook(process, cache) as served:
+                fields = {"component": args.component, "port": served.port, "ops_port": served.ops_port}
+                log.info("serving", extra={"fields": fields})
                 await process.stop.wait()
         else:
             process.checks.append(lambda: (cache.synced, "not ready: cluster caches not synced yet"))
