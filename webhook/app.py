@@ -193,12 +193,13 @@ def _handler(route: Route) -> Any:
         # Labels only from the route table: the operation is one of four (decode_review checks it).
         resource = review.resource.resource if owned else OTHER_RESOURCE
         metrics.requests.labels(
+            route.path,
             resource,
             review.operation,
             str(decision.allowed).lower(),
             str(review.dry_run).lower(),
         ).inc()
-        metrics.duration.labels(resource, review.operation).observe(elapsed)
+        metrics.duration.labels(route.path, resource, review.operation).observe(elapsed)
         _audit(route, review, decision, elapsed)
         return web.json_response(response)
 

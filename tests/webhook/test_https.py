@@ -80,12 +80,12 @@ async def test_dry_run_gets_the_same_answer(http: aiohttp.ClientSession, webhook
     async with http.get(f"http://127.0.0.1:{webhook.ops_port}/metrics") as response:
         metrics = await response.text()
     assert (
-        'vgpu_guard_admission_requests_total{allowed="false",dry_run="true",operation="CREATE",resource="pods"} 1.0'
-        in metrics
+        'vgpu_guard_admission_requests_total{allowed="false",dry_run="true",operation="CREATE",resource="pods",'
+        'webhook="/validate/pods"} 1.0' in metrics
     )
     assert (
-        'vgpu_guard_admission_requests_total{allowed="false",dry_run="false",operation="CREATE",resource="pods"} 1.0'
-        in metrics
+        'vgpu_guard_admission_requests_total{allowed="false",dry_run="false",operation="CREATE",resource="pods",'
+        'webhook="/validate/pods"} 1.0' in metrics
     )
     assert "vgpu_guard_admission_duration_seconds_bucket" in metrics
 
