@@ -350,8 +350,9 @@ class Reporter:
                 {**node_obj, "kind": "Node", "apiVersion": "v1"},
                 reason="GPUOvercommitted",
                 message=(
-                    f"{text}; these pods were bound before vgpu-guard reserved them; nothing is "
-                    "evicted: new pods are kept off these GPUs until enough of them end"
+                    f"{text}; either these pods were bound before vgpu-guard reserved them, or the "
+                    "node's GPU registration shrank under them; nothing is evicted: new pods are kept "
+                    "off these GPUs until enough of them end"
                 ),
                 type_="Warning",
             )
