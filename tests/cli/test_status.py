@@ -107,7 +107,7 @@ gpu-0  hami-core  4     1     43008/98304  43%   80/400  2     0    GPU-gpu-0-0 
 mig-0  mig        2     0     10240/81920  12%   0/200   1     1    GPU-mig-0-0 (25%)
 
 Pending vGPU pods: 2
-  team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no free memory, 1 GPU has 24576 MiB free ...
+  team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no free memory, 1 GPU has 24576 MiB free < …
   team-b/fresh  no decision yet; is the vgpu-guard controller running and leading?
 
 Queue guarantees: all queues against cluster capacity
@@ -184,6 +184,19 @@ def test_problems_one_screen_limits_and_an_empty_fleet() -> None:
         "\n"
         "Queue guarantees: none\n"
     )
+
+
+def test_a_long_pending_reason_keeps_its_remedy_within_the_width() -> None:
+    message = (
+        "vgpu-guard places only pods that request vGPU, and this pod names it as its scheduler without "
+        "asking for any; remove spec.schedulerName or add a volcano.sh/vgpu-number limit"
+    )
+    text = render_text(
+        fleet_status(nodes=[], ledgers=[], pods=[pending("p", message)], queues=[], config=config())
+    )
+    line = next(line for line in text.splitlines() if "team-b/p" in line)
+    assert line.endswith("…; remove spec.schedulerName or add a volcano.sh/vgpu-number limit")
+    assert line.startswith("  team-b/p  Unschedulable: vgpu-guard places") and len(line) <= 110
 
 
 # --- the command, against the API double over HTTPS -------------------------------------------------

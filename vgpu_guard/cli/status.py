@@ -31,6 +31,7 @@ from vgpu_guard.engine.devices import REGISTER_ANNOTATION
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
+from vgpu_guard.engine.violations import clip
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Forbidden, KubeError
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES
@@ -225,10 +226,6 @@ def _node_row(node: NodeStatus) -> list[str]:
     ]
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def render_text(status: FleetStatus) -> str:
     """The one-screen text (golden-tested): a headline, the node table, pending pods, queues."""
     cards = [g for n in status.nodes for g in n.cards]
@@ -260,7 +257,9 @@ def render_text(status: FleetStatus) -> str:
     lines += ["", f"Pending vGPU pods: {len(status.pending)}"]
     for pod in status.pending[:PENDING_SHOWN]:
         because = f"{pod.reason}: {pod.message}" if pod.reason else pod.message
-        lines.append(_clip(f"  {pod.namespace}/{pod.name}  {because}", MESSAGE_WIDTH))
+        head = f"  {pod.namespace}/{pod.name}  "
+        # The remedy at the end of the message is kept whole: what to do must survive the width.
+        lines.append(head + clip(because, max(MESSAGE_WIDTH - len(head), 40)))
     if len(status.pending) > PENDING_SHOWN:
         lines.append(f"  ... and {len(status.pending) - PENDING_SHOWN} more (-o json lists them all)")
     lines += [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["WARNINGS_TOTAL_LIMIT", "WARNING_LIMIT", "Violation", "clip_warning", "clip_warnings"]
+__all__ = ["WARNINGS_TOTAL_LIMIT", "WARNING_LIMIT", "Violation", "clip", "clip_warning", "clip_warnings"]
 
 # Kubernetes: keep each warning <= 120 characters; past 4096 in total the rest is dropped.
 WARNING_LIMIT = 120
@@ -27,24 +27,32 @@ class Violation:
         return f"[{self.rule}] {self.path}: {self.message}"
 
 
+# A remedy longer than this is cut with the rest: the rule, the path and the start of the finding
+# must still say what the warning is about.
+_REMEDY_LIMIT = 80
 # When clipping keeps the remedy, the finding before it keeps at least this many characters after
 # "[rule] path: ": the value found must survive too, or the remedy has nothing to refer to.
 _FINDING_KEPT = 20
 
 
 def clip_warning(text: str) -> str:
-    """Fit a warning into 120 characters, marking the cut. The remedy after the last "; " is kept
-    whole and the explanation cut instead when the finding still keeps its start (rule, path, the
-    value and a few words), so what to do survives the limit; else the end is cut."""
+    """Fit a warning into Kubernetes' 120 characters (``clip``)."""
+    return clip(text, WARNING_LIMIT)
+
+
+def clip(text: str, width: int) -> str:
+    """Fit a message into ``width`` characters, marking the cut. The remedy after the last "; " is
+    kept whole and the explanation cut instead when the finding still keeps its start (rule, path,
+    the value and a few words), so what to do survives the limit; else the end is cut."""
     text = " ".join(text.split())
-    if len(text) <= WARNING_LIMIT:
+    if len(text) <= width:
         return text
     head, sep, remedy = text.rpartition("; ")
-    room = WARNING_LIMIT - len(remedy) - len("…; ")
+    room = width - len(remedy) - len("…; ")
     finding_starts = head.find(": ") + 2 if head.startswith("[") else 0
-    if sep and head and room >= finding_starts + _FINDING_KEPT:
+    if sep and head and len(remedy) <= _REMEDY_LIMIT and room >= finding_starts + _FINDING_KEPT:
         return head[:room] + "…; " + remedy
-    return text[: WARNING_LIMIT - 1] + "…"
+    return text[: width - 1] + "…"
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:
