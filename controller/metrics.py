@@ -13,6 +13,7 @@ their last value, and a replica that stops leading exports nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -191,6 +192,11 @@ class AllocationMetrics:
             "1 while this replica holds the controller Lease.",
             registry=registry,
         )
+
+    def forget_node(self, node: str) -> None:
+        """A deleted node's own series go with it (as kube-state-metrics drops a deleted object's)."""
+        with contextlib.suppress(KeyError):
+            self.allocations.remove(node)
 
     def clear_leader_gauges(self) -> None:
         """What only the leader knows, at 0 on a standby: pending pods, by reason too."""

@@ -313,13 +313,13 @@ class Reporter:
         the metrics snapshot follows at most every SNAPSHOT_SECONDS."""
         factor = self.config.nvidia.gpu_memory_factor
         for name in changed:
-            info = view.nodes.get(name)
-            if info is None:
-                self._usage.pop(name, None)
-                self._counts.pop(name, None)
-                self._reported_violations.pop(name, None)
+            info, ledger = view.nodes.get(name), ledgers.get(name) or NodeLedger(node=name)
+            if info is None or (not info.gpus and not ledger.allocations):
+                # Gone, or a CPU node with nothing reserved: no series of its own (an autoscaled
+                # fleet's churn must not leave one per node that ever changed).
+                self._forget_node(name, gone=info is None)
                 continue
-            await self._check_node(name, info, ledgers.get(name) or NodeLedger(node=name), nodes, factor)
+            await self._check_node(name, info, ledger, nodes, factor)
         self._snapshot_stale = self._snapshot_stale or bool(changed)
         self._view = view
         self.refresh_snapshot()
@@ -331,8 +331,20 @@ class Reporter:
         if self._view is None or not self._snapshot_stale or now - self._snapshot_at < self.snapshot_seconds:
             return
         factor = self.config.nvidia.gpu_memory_factor
+        # A node can go in a pass that ends early (after a release it writes), whose changes the
+        # next pass no longer sees: what the view no longer holds is dropped here, as rarely as
+        # the snapshot is rebuilt.
+        for name in [n for n in self._counts if n not in self._view.nodes]:
+            self._forget_node(name, gone=True)
         self.metrics.ledgers.snapshot = LedgerSnapshot.of(self._view.nodes, self._usage, self._counts, factor)
         self._snapshot_at, self._snapshot_stale = now, False
+
+    def _forget_node(self, name: str, *, gone: bool) -> None:
+        self._usage.pop(name, None)
+        self._counts.pop(name, None)
+        self._reported_violations.pop(name, None)
+        if gone:
+            self.metrics.forget_node(name)
 
     async def _check_node(
         self, name: str, info: NodeInfo, ledger: NodeLedger, nodes: Mapping[str, Obj], factor: int

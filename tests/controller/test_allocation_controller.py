@@ -238,11 +238,25 @@ async def test_gpu_gauges_mirror_the_last_pass_and_forget_removed_nodes() -> Non
     assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-0") == 0
     assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") == 24576
     assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "b"}) == 0
+    assert registry.get_sample_value("vgpu_guard_allocations_total", {"node": "a"}) == 1
     cluster.delete_pod("one")
     cluster.store.delete(NODES, "b")
+    cluster.store.delete(NODES, "a")
     await cluster.converge(controller)
-    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-1") == 0
     assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") is None  # no stale series
+    # A deleted node's own series go with it: an autoscaled fleet's churn leaves none behind.
+    assert registry.get_sample_value("vgpu_guard_allocations_total", {"node": "a"}) is None
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "b"}) is None
+
+
+async def test_a_cpu_node_has_no_gpu_series() -> None:
+    plain = gpu_node("cpu-0", 1)
+    del plain["metadata"]["annotations"]["volcano.sh/node-vgpu-register"]
+    cluster = Cluster([gpu_node("a", 1), plain])
+    registry = CollectorRegistry()
+    await cluster.converge(cluster.replica(registry=registry))
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "a"}) == 0
+    assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "cpu-0"}) is None
 
 
 async def test_crash_between_ledger_write_and_binding_resumes_the_reservation() -> None:
