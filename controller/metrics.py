@@ -13,7 +13,6 @@ their last value, and a replica that stops leading exports nothing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -195,8 +194,7 @@ class AllocationMetrics:
 
     def forget_node(self, node: str) -> None:
         """A deleted node's own series go with it (as kube-state-metrics drops a deleted object's)."""
-        with contextlib.suppress(KeyError):
-            self.allocations.remove(node)
+        self.allocations.remove(node)  # a label set never seen: nothing to remove, no error
 
     def clear_leader_gauges(self) -> None:
         """What only the leader knows, at 0 on a standby: pending pods, by reason too."""

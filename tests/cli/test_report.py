@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.builders import pod
 from tests.cli.policyreport_schema import POLICY_REPORT_SCHEMA
 from vgpu_guard.cli.app import run
 
@@ -150,20 +151,8 @@ def test_a_finding_the_fleet_admits_is_reported_as_the_warning_it_was(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """On a fleet that scales the capacity rules warn: the report says warn, not the configured deny."""
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "big"},
-        "spec": {
-            "containers": [
-                {
-                    "name": "c",
-                    "resources": {"limits": {"volcano.sh/vgpu-number": 16, "volcano.sh/vgpu-memory": 90000}},
-                }
-            ]
-        },
-    }
-    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    big = pod({"volcano.sh/vgpu-number": 16, "volcano.sh/vgpu-memory": 90000}, name="big")
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(big))
     (tmp_path / "scale.yaml").write_text("admission:\n  fleetScaling: scaling\n")
     code, out = out_json(
         capsys, "review", "-f", str(tmp_path / "pod.yaml"), "--config", str(tmp_path / "scale.yaml")

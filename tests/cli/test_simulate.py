@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.builders import pod as gpu_pod
 from vgpu_guard.cli.app import run
 from vgpu_guard.cli.documents import read_documents
 from vgpu_guard.cli.scenario import default_scenario, load_scenario
@@ -377,18 +378,9 @@ def test_readme_shows_the_examples_real_output(capsys: pytest.CaptureFixture[str
 
 
 def test_counts_of_one_read_in_the_singular(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "one"},
-        "spec": {
-            "containers": [
-                {"name": "c", "image": "x", "resources": {"limits": {"volcano.sh/vgpu-number": 1}}}
-            ]
-        },
-    }
+    one = gpu_pod({"volcano.sh/vgpu-number": 1}, name="one")
     path = tmp_path / "one.yaml"
-    path.write_text(yaml.safe_dump(pod))
+    path.write_text(yaml.safe_dump(one))
     run(["simulate", "-f", str(path)])
     out = capsys.readouterr().out
     assert "ADMISSION (1 request, 0 denied)" in out

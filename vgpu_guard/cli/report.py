@@ -1,7 +1,8 @@
 """The rule-level report of ``review`` and ``simulate`` (``-o json|yaml``) and its PolicyReport form.
 
 One result per finding: every violation a rule raised on an object (``deny``, ``warn`` or ``audit``,
-as the configuration sets the rule's action) and every JSON-patch operation the mutation made
+as its decision applied it: the configured action, or warn for a capacity rule on a fleet that
+scales) and every JSON-patch operation the mutation made
 (``mutate``). CI reads ``rule``, ``path`` and ``action`` without parsing messages; the shape is
 published in docs/review-report.schema.json. ``-o policyreport`` turns the same results into
 ``wgpolicyk8s.io/v1alpha2`` PolicyReport objects (one per namespace, a ClusterPolicyReport for
@@ -15,7 +16,7 @@ from typing import Any
 
 from vgpu_guard.cli.admission_entries import CLUSTER_SCOPED
 from vgpu_guard.engine.admission import ReviewResult
-from vgpu_guard.engine.config import Action, GuardConfig
+from vgpu_guard.engine.config import Action
 
 __all__ = ["ACTIONS", "POLICY", "policy_reports", "rule_results", "summary"]
 
@@ -49,8 +50,9 @@ def _ref(source: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def rule_results(reviewed: Iterable[tuple[str, ReviewResult]], config: GuardConfig) -> list[dict[str, Any]]:
-    """One result per (object, rule, path): violations by their configured action, then patch ops."""
+def rule_results(reviewed: Iterable[tuple[str, ReviewResult]]) -> list[dict[str, Any]]:
+    """One result per (object, rule, path): violations by the action their decision applied, then
+    patch ops."""
     out: list[dict[str, Any]] = []
     for source, result in reviewed:
         ref = _ref(source, result.object)
@@ -63,7 +65,7 @@ def rule_results(reviewed: Iterable[tuple[str, ReviewResult]], config: GuardConf
                     "rule": v.rule,
                     "path": v.path,
                     # As the decision applied it (a scaling fleet warns where the config denies).
-                    "action": _ACTION[result.decision.actions.get(v.rule) or config.action_for(v.rule)],
+                    "action": _ACTION[result.decision.actions[v.rule]],
                     "message": v.message,
                     "fix": _fix(v.message),
                 }
@@ -91,7 +93,7 @@ def summary(objects: int, denied: int, results: list[dict[str, Any]]) -> dict[st
     return {"objects": objects, "allowed": objects - denied, "denied": denied, **counts}
 
 
-def policy_reports(reviewed: list[tuple[str, ReviewResult]], config: GuardConfig) -> list[dict[str, Any]]:
+def policy_reports(reviewed: list[tuple[str, ReviewResult]]) -> list[dict[str, Any]]:
     """``wgpolicyk8s.io/v1alpha2`` reports: one PolicyReport per namespace, one ClusterPolicyReport.
 
     An object without findings gets one ``pass`` result (rule ``admission``), as Kyverno reports a
@@ -103,7 +105,7 @@ def policy_reports(reviewed: list[tuple[str, ReviewResult]], config: GuardConfig
         resource = {k: ref[k] for k in ("apiVersion", "kind", "name")}
         if ref["namespace"]:
             resource["namespace"] = ref["namespace"]
-        findings = rule_results([(source, result)], config)
+        findings = rule_results([(source, result)])
         entries = [
             {
                 "policy": POLICY,

@@ -162,9 +162,9 @@ def run(args: argparse.Namespace) -> int:
     pairs = [(d.source, r) for d, r in reviewed]
     denied = sum(1 for e in entries if not e["allowed"])
     if args.output == "policyreport":
-        sys.stdout.write(dump_yaml_all(policy_reports(pairs, config)))
+        sys.stdout.write(dump_yaml_all(policy_reports(pairs)))
     elif args.output in ("json", "yaml"):
-        results = rule_results(pairs, config)
+        results = rule_results(pairs)
         report = {
             "cluster": view.source,
             "summary": summary(len(entries), denied, results),

@@ -95,9 +95,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     pairs = [(a.source, a.result) for a in result.admission]
     if args.output == "policyreport":
-        sys.stdout.write(dump_yaml_all(policy_reports(pairs, config)))
+        sys.stdout.write(dump_yaml_all(policy_reports(pairs)))
     elif args.output in ("json", "yaml"):
-        results = rule_results(pairs, config)
+        results = rule_results(pairs)
         denied = sum(1 for a in result.admission if not a.result.decision.allowed)
         report: dict[str, Any] = {
             **to_json(result),

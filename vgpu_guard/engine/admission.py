@@ -99,12 +99,12 @@ def settle(
     obj: Mapping[str, Any] | None = None,
 ) -> AdmissionDecision:
     """Turn violations into a decision by each rule's configured action (enforce/warn/audit)."""
-    denied = [v for v in violations if config.action_for(v.rule) is Action.ENFORCE]
-    warned = [clip_warning(v.render()) for v in violations if config.action_for(v.rule) is Action.WARN]
-    audited = [v.render() for v in violations if config.action_for(v.rule) is Action.AUDIT]
-    all_warnings = clip_warnings([*(warnings or []), *warned])
     rules = tuple(dict.fromkeys(v.rule for v in violations))
     actions = {rule: config.action_for(rule) for rule in rules}
+    denied = [v for v in violations if actions[v.rule] is Action.ENFORCE]
+    warned = [clip_warning(v.render()) for v in violations if actions[v.rule] is Action.WARN]
+    audited = [v.render() for v in violations if actions[v.rule] is Action.AUDIT]
+    all_warnings = clip_warnings([*(warnings or []), *warned])
     if denied:
         return AdmissionDecision(
             allowed=False,
