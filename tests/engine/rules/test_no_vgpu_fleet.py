@@ -52,3 +52,15 @@ def test_an_asked_mode_names_the_same_cause() -> None:
         "[vgpu-mode-unavailable] metadata.annotations[volcano.sh/vgpu-mode]: mig asked, but no node offers vGPU "
         f"(the cluster has no nodes); {FIX}"
     ) in lines
+
+
+def test_a_fleet_that_scales_from_zero_admits_and_waits_instead() -> None:
+    """An autoscaler's GPU node group may start at zero nodes: that is not a registration problem."""
+    config = config_with(admission={"fleetScaling": "scaling"})
+    decision = review_object(request_for(pod(ASK), username="alice"), view_of([]), config).decision
+    assert decision.allowed
+    assert any(
+        w.startswith(f"[vgpu-number-range] {NUM}: 1 > 0, the most cards on any current")
+        for w in decision.warnings
+    )
+    assert not any("no node offers vGPU" in w for w in decision.warnings)

@@ -39,11 +39,15 @@ def growing(rule: str, view: ClusterView, config: GuardConfig) -> bool:
 
 
 def fleet_text(
-    rule: str, view: ClusterView, config: GuardConfig, *, why: str, joins: str, refused: str
+    rule: str, view: ClusterView, config: GuardConfig, *, why: str, joins: str, refused: str, asked: str
 ) -> str:
     """The message of a rule that judges the current fleet: when the fleet can grow, ``why`` and
-    what the pod waits for (``joins``); else ``refused``, which says how to fix the pod."""
-    return why + _GROWS.format(what=joins) if growing(rule, view, config) else refused
+    what the pod waits for (``joins``); else ``refused``, which says how to fix the pod, unless no
+    node offers vGPU at all: then what was ``asked`` and why no node offers it (a pod cannot follow
+    "ask for at most 0")."""
+    if growing(rule, view, config):
+        return why + _GROWS.format(what=joins)
+    return refused if view.gpu_nodes else _no_vgpu_text(asked, view)
 
 
 def _value_violations(cv: ContainerVgpu, config: GuardConfig) -> list[Violation]:
@@ -162,19 +166,15 @@ def _number_violations(
     if not cluster_checks or n <= view.max_gpus_per_node:
         return []
     most = view.max_gpus_per_node
-    refused = (
-        f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-        f"ask for at most {most}"
-        if most
-        else _no_vgpu_text(f"{show(value.raw)} card(s) asked", view)
-    )
     text = fleet_text(
         "vgpu-number-range",
         view,
         config,
         why=f"{show(value.raw)} > {most}, the most cards on any current node",
         joins=f"a node with {n} GPUs",
-        refused=refused,
+        refused=f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
+        f"ask for at most {most}",
+        asked=f"{show(value.raw)} card(s) asked",
     )
     return [Violation("vgpu-number-range", value.path, text)]
 
@@ -209,9 +209,8 @@ def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: Guar
             why=f"{show(value.raw)} > {largest}, the largest current card",
             joins="a node with such a card",
             refused=f"{show(value.raw)} is more than the largest card offers ({largest}); "
-            f"ask for at most {largest} per card, or more cards"
-            if largest
-            else _no_vgpu_text(f"{show(value.raw)} of memory asked", view),
+            f"ask for at most {largest} per card, or more cards",
+            asked=f"{show(value.raw)} of memory asked",
         )
         return [Violation("vgpu-memory-too-large", value.path, text)]
     if n < 0:
@@ -247,6 +246,7 @@ def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -
         joins="a node with a larger MIG card",
         refused=f"{show(value.raw)} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
         f"ask for at most {mib // nvidia.gpu_memory_factor} or use hami-core",
+        asked=f"{show(value.raw)} of MIG memory asked",
     )
     return [Violation("mig-no-profile", value.path, text)]
 
@@ -335,9 +335,8 @@ def _mode(
         why=f"{mode} is offered by no current node (offered: {offered})",
         joins=f"a node offering {mode}",
         refused=f"{mode} is offered by no node (modes offered: {offered}); "
-        "use an offered mode or remove the annotation"
-        if view.offered_modes
-        else _no_vgpu_text(f"{mode} asked", view),
+        "use an offered mode or remove the annotation",
+        asked=f"{mode} asked",
     )
     return mode, [Violation("vgpu-mode-unavailable", path, text)]
 
