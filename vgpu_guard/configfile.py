@@ -116,7 +116,7 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
         # Match an existing key whatever its case style (defaultMode vs default_mode).
-        existing = next((k for k in out if k.replace("_", "").lower() == key.replace("_", "").lower()), key)
+        existing = next((k for k in out if _squash(k) == _squash(key)), key)
         if isinstance(value, Mapping) and isinstance(out.get(existing), Mapping):
             out[existing] = _merge(dict(out[existing]), value)
         else:
