@@ -30,7 +30,6 @@ TAINT_KEYS = ("oracle.vgpu-guard.io/t1", "oracle.vgpu-guard.io/t2")
 GPU_MEMORY = 24576
 TWIN = "oracle.vgpu-guard.io/twin"
 ZONE = "topology.kubernetes.io/zone"
-CLAIM = "data"
 MAX_NODES = 8  # a case's fleet: 2 to MAX_NODES nodes
 
 
@@ -278,9 +277,10 @@ def render_pod(
     side: str,
     node: str | None = None,
     probe: int | None = None,
-    claim: bool = False,
+    claim: str | None = None,
 ) -> Obj:
-    """An existing pod (``node``: bound there directly) or the probe for node ``probe``."""
+    """An existing pod (``node``: bound there directly) or the probe for node ``probe``, mounting
+    the PersistentVolumeClaim ``claim`` if given."""
     containers = [dict(c) for c in spec.containers]
     # TaintNodesByCondition puts node.kubernetes.io/not-ready on every new node until the node
     # lifecycle controller has seen it Ready; both schedulers tolerate that, so no case waits for it.
@@ -297,6 +297,10 @@ def render_pod(
         "nodeSelector": {FLEET_LABEL: fleet},
         "tolerations": tolerations,
         "terminationGracePeriodSeconds": 0,
+        # No token volume: scheduling does not look at it, and without it a pod needs only its
+        # namespace's ServiceAccount (which the runner creates), not the token controller's
+        # Secret, which kube-controller-manager made over 60 s late on a loaded CI machine.
+        "automountServiceAccountToken": False,
     }
     if spec.init_containers:
         pod_spec["initContainers"] = spec.init_containers
@@ -306,8 +310,8 @@ def render_pod(
         pod_spec["affinity"] = spec.affinity
     if spec.spread:
         pod_spec["topologySpreadConstraints"] = spec.spread
-    if claim:
-        pod_spec["volumes"] = [{"name": CLAIM, "persistentVolumeClaim": {"claimName": CLAIM}}]
+    if claim is not None:
+        pod_spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     if node is not None:
         pod_spec["nodeName"] = node
     else:
@@ -334,9 +338,9 @@ def render_pod(
 
 
 def render_volume(
-    volume: VolumeSpec, *, name: str, fleet: str, namespace: str, zone_key: str
+    volume: VolumeSpec, *, name: str, claim: str, fleet: str, namespace: str, zone_key: str
 ) -> tuple[Obj, Obj]:
-    """A static PersistentVolume ``name`` pre-bound to the claim ``data`` (the PV controller
+    """A static PersistentVolume ``name`` pre-bound to the claim ``claim`` (the PV controller
     completes the binding) and that claim; the volume's node affinity selects a zone or one node."""
     if volume.host is not None:
         requirement = {"key": HOSTNAME, "operator": "In", "values": [node_name(fleet, volume.host)]}
@@ -353,14 +357,14 @@ def render_volume(
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "",
             "hostPath": {"path": "/tmp/oracle"},
-            "claimRef": {"namespace": namespace, "name": CLAIM},
+            "claimRef": {"namespace": namespace, "name": claim},
             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}},
         },
     }
     pvc = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": CLAIM},
+        "metadata": {"name": claim},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "storageClassName": "",

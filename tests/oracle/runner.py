@@ -30,9 +30,8 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.harness import service_account_ready, until
+from tests.e2e.harness import until
 from tests.oracle.cases import (
-    CLAIM,
     MAX_NODES,
     OVERHEAD,
     RUNTIME_CLASS,
@@ -54,6 +53,7 @@ from vgpu_guard.kube.resources import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
+    SERVICE_ACCOUNTS,
     Resource,
 )
 
@@ -148,7 +148,9 @@ class Oracle:
 
     async def _namespace(self, name: str) -> None:
         """A fresh namespace ``name`` whose pods can be created. One left by an earlier run on the
-        same control plane may still be terminating: wait it out."""
+        same control plane may still be terminating: wait it out. Its ServiceAccount ``default``
+        (which the ServiceAccount admission plugin looks up for every pod) is created here rather
+        than awaited from kube-controller-manager; the pods mount no token, so none is needed."""
 
         async def created() -> bool:
             try:
@@ -162,7 +164,9 @@ class Oracle:
                 return False
 
         await until(f"namespace {name} (an earlier one still terminating)", created, within=60)
-        await service_account_ready(self.admin, name)
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+        with contextlib.suppress(AlreadyExists):
+            await self.admin.create(SERVICE_ACCOUNTS, account, namespace=name)
 
     async def _not_ready_lifted(self) -> None:
         """Until kube-controller-manager has lifted the not-ready taint from every new node.
@@ -285,6 +289,13 @@ class Oracle:
         # Per wave: a deleted volume lingers until the PV protection controller lets it go.
         return f"oracle-w{self.wave}-{self.fleet(slot, side)}-pv"
 
+    @property
+    def _claim(self) -> str:
+        # Per wave too: a deleted claim lingers (409 "object is being deleted") until the PVC
+        # protection controller has seen that no pod uses it, which took longer than the step
+        # between two waves on a loaded CI machine.
+        return f"data-w{self.wave}"
+
     async def _populate(self, cases: list[tuple[int, Case]]) -> None:
         """The cases' volumes and the pods already on their nodes (bound there directly)."""
 
@@ -294,6 +305,7 @@ class Oracle:
                 pv, pvc = render_volume(
                     case.volume,
                     name=self._volume_name(slot, side),
+                    claim=self._claim,
                     fleet=fleet,
                     namespace=ns,
                     zone_key=zone_key(slot),
@@ -318,6 +330,7 @@ class Oracle:
                 1
                 for c in claims
                 if c["metadata"]["namespace"].startswith("oracle-")
+                and c["metadata"]["name"] == self._claim
                 and (c.get("status") or {}).get("phase") == "Bound"
                 and "pv.kubernetes.io/bind-completed" in (c["metadata"].get("annotations") or {})
             )
@@ -336,7 +349,7 @@ class Oracle:
                 fleet=self.fleet(slot, side),
                 side=side,
                 probe=step,
-                claim=case.volume is not None,
+                claim=self._claim if case.volume is not None else None,
             )
             obj["metadata"]["labels"][ROLE_LABEL] = "probe"
             await self.admin.create(PODS, obj, namespace=namespace(slot, side))
@@ -405,7 +418,7 @@ class Oracle:
                     )
             if case.volume is not None:
                 with contextlib.suppress(NotFound):
-                    await self.admin.delete(PERSISTENT_VOLUME_CLAIMS, CLAIM, namespace=ns)
+                    await self.admin.delete(PERSISTENT_VOLUME_CLAIMS, self._claim, namespace=ns)
                 with contextlib.suppress(NotFound):
                     await self.admin.delete(PERSISTENT_VOLUMES, self._volume_name(slot, side))
 
