@@ -29,6 +29,7 @@ __all__ = ["PENDING_REASONS", "AllocationMetrics", "GpuRow", "LedgerCollector", 
 # ``vgpu_guard_pending_pods_by_reason``: a fixed set, so a pass cannot mint series. The first four
 # are the allocator's ``Unplaceable.cause``; ``invalid-request``: the vGPU request does not parse or
 # there is none (a pod that names our scheduler without asking for a vGPU).
+_MIB = 1024 * 1024
 PENDING_REASONS = ("capacity", "queue", "gang", "unsupported", "invalid-request")
 
 
@@ -87,18 +88,18 @@ class LedgerCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self.snapshot  # one reference read: a pass swapping it mid-scrape changes nothing here
         used = GaugeMetricFamily(
-            "vgpu_guard_gpu_memory_used_mib",
-            "GPU memory reserved in the ledger, MiB.",
+            "vgpu_guard_gpu_memory_used_bytes",
+            "GPU memory reserved in the ledger, bytes.",
             labels=["node", "gpu"],
         )
         total = GaugeMetricFamily(
-            "vgpu_guard_gpu_memory_total_mib",
-            "GPU memory the device plugin registered, MiB.",
+            "vgpu_guard_gpu_memory_total_bytes",
+            "GPU memory the device plugin registered, bytes.",
             labels=["node", "gpu"],
         )
         cores = GaugeMetricFamily(
-            "vgpu_guard_gpu_cores_used_percent",
-            "GPU cores reserved in the ledger, percent of the card.",
+            "vgpu_guard_gpu_cores_used_ratio",
+            "GPU cores (SMs) reserved in the ledger, as a share of the card (1 = the whole card).",
             labels=["node", "gpu"],
         )
         mig = GaugeMetricFamily(
@@ -113,9 +114,10 @@ class LedgerCollector(Collector):
             labels=["node"],
         )
         for row in snap.gpus:
-            total.add_metric([row.node, row.gpu], row.memory_total)
-            used.add_metric([row.node, row.gpu], row.memory_used)
-            cores.add_metric([row.node, row.gpu], row.cores_used)
+            # The ledger counts MiB (as the device plugin registers them); Prometheus wants base units.
+            total.add_metric([row.node, row.gpu], row.memory_total * _MIB)
+            used.add_metric([row.node, row.gpu], row.memory_used * _MIB)
+            cores.add_metric([row.node, row.gpu], row.cores_used / 100)  # the ledger counts percent
             mig.add_metric([row.node, row.gpu], row.mig_instances)
         for node, count in sorted(snap.violations.items()):
             violations.add_metric([node], count)

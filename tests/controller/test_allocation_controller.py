@@ -17,6 +17,8 @@ from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODGROUPS, PODS, Resource
 
+MIB = 1024 * 1024  # the GPU memory gauges are in bytes, the ledger in MiB
+
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 
 SEED_000_MESSAGE = "0/1 nodes are available: 8 GPUs have no free memory (12288 MiB requested)"
@@ -233,17 +235,17 @@ async def test_gpu_gauges_mirror_the_last_pass_and_forget_removed_nodes() -> Non
     def sample(name: str, node: str, gpu: str) -> float | None:
         return registry.get_sample_value(name, {"node": node, "gpu": gpu})
 
-    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-1") == 10000
-    assert sample("vgpu_guard_gpu_cores_used_percent", "a", "GPU-a-1") == 30
-    assert sample("vgpu_guard_gpu_memory_used_mib", "a", "GPU-a-0") == 0
-    assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") == 24576
+    assert sample("vgpu_guard_gpu_memory_used_bytes", "a", "GPU-a-1") == 10000 * MIB
+    assert sample("vgpu_guard_gpu_cores_used_ratio", "a", "GPU-a-1") == 0.3
+    assert sample("vgpu_guard_gpu_memory_used_bytes", "a", "GPU-a-0") == 0
+    assert sample("vgpu_guard_gpu_memory_total_bytes", "b", "GPU-b-0") == 24576 * MIB
     assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "b"}) == 0
     assert registry.get_sample_value("vgpu_guard_allocations_total", {"node": "a"}) == 1
     cluster.delete_pod("one")
     cluster.store.delete(NODES, "b")
     cluster.store.delete(NODES, "a")
     await cluster.converge(controller)
-    assert sample("vgpu_guard_gpu_memory_total_mib", "b", "GPU-b-0") is None  # no stale series
+    assert sample("vgpu_guard_gpu_memory_total_bytes", "b", "GPU-b-0") is None  # no stale series
     # A deleted node's own series go with it: an autoscaled fleet's churn leaves none behind.
     assert registry.get_sample_value("vgpu_guard_allocations_total", {"node": "a"}) is None
     assert registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "b"}) is None
@@ -370,7 +372,7 @@ async def test_only_the_leader_exports_gpu_series_and_not_after_it_stops() -> No
 
     def used(who: str) -> float | None:
         return registries[who].get_sample_value(
-            "vgpu_guard_gpu_memory_used_mib", {"node": "a", "gpu": "GPU-a-0"}
+            "vgpu_guard_gpu_memory_used_bytes", {"node": "a", "gpu": "GPU-a-0"}
         )
 
     def start(who: str) -> asyncio.Task[None]:
@@ -392,10 +394,10 @@ async def test_only_the_leader_exports_gpu_series_and_not_after_it_stops() -> No
     try:
         cluster.create_pod(vgpu_pod("p", memory=1000))
         for _ in range(100):
-            if cluster.bound() and used("first") == 1000:
+            if cluster.bound() and used("first") == 1000 * MIB:
                 break
             await asyncio.sleep(0.02)
-        assert used("first") == 1000
+        assert used("first") == 1000 * MIB
         assert used("second") is None  # a standby exports no GPU series
     finally:
         for task in (first, second):

@@ -235,9 +235,9 @@ async def test_every_query_names_exposed_metrics_and_labels(exposed: dict[str, s
 async def test_the_panels_the_operator_needs_are_there(exposed: dict[str, set[str]]) -> None:
     used = {m for _, expr in _queries(_dashboard()) for m in parse_promql(expr).metrics}
     assert {
-        "vgpu_guard_gpu_memory_used_mib",
-        "vgpu_guard_gpu_memory_total_mib",
-        "vgpu_guard_gpu_cores_used_percent",
+        "vgpu_guard_gpu_memory_used_bytes",
+        "vgpu_guard_gpu_memory_total_bytes",
+        "vgpu_guard_gpu_cores_used_ratio",
         "vgpu_guard_gpu_mig_instances",
         "vgpu_guard_pending_pods_by_reason",
         "vgpu_guard_admission_requests_total",
