@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -106,6 +107,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.seconds = 3, 5.0
+    # `timeout` and CI runners stop a run with SIGTERM: leave through the context managers, so the
+    # control plane (its processes each in a session of their own) is stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     return asyncio.run(run(args))
 
 

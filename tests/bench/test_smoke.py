@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,55 @@ def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None
     for row in done.stdout.splitlines():
         if " pods/s for " in row:  # a fixed-rate row: every pod of the stream was bound
             assert row.endswith("| unbound at end: 0 |"), row
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone while we looked
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_terminated_benchmark_stops_its_control_plane() -> None:
+    """SIGTERM (``timeout``, a CI runner) stops the control plane it started: its processes run in
+    sessions of their own, so a benchmark that died without leaving its context managers orphaned
+    etcd and kube-apiserver, which then skewed every later run on the machine."""
+    from tests.real_cluster import unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH / "standby_bench.py"), "--smoke"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        started: list[int] = []
+        while len(started) < 4 and time.monotonic() < deadline:  # etcd and the three components
+            time.sleep(0.2)
+            started = _children(bench.pid)
+        assert len(started) >= 4, f"the control plane did not start: children {started}"
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [p for p in started if _alive(p)] == []
