@@ -92,6 +92,8 @@ class Reporter:
         self.snapshot_seconds = 0.0
         # Entries found below their pod's assignment and raised, by node, until the pod ends.
         self._repaired: dict[str, set[str]] = {}
+        # Nodes deleted while their ledger held allocations, reported once until they come back.
+        self._gone_reported: set[str] = set()
         self._view: ClusterView | None = None
 
     def emit(self, event: Coroutine[Any, Any, None]) -> None:
@@ -314,6 +316,10 @@ class Reporter:
         factor = self.config.nvidia.gpu_memory_factor
         for name in changed:
             info, ledger = view.nodes.get(name), ledgers.get(name) or NodeLedger(node=name)
+            if info is None:
+                self._report_gone(name, ledger)
+            else:
+                self._gone_reported.discard(name)
             if info is None or (not info.gpus and not ledger.allocations):
                 # Gone, or a CPU node with nothing reserved: no series of its own (an autoscaled
                 # fleet's churn must not leave one per node that ever changed).
@@ -323,6 +329,26 @@ class Reporter:
         self._snapshot_stale = self._snapshot_stale or bool(changed)
         self._view = view
         self.refresh_snapshot()
+
+    def _report_gone(self, name: str, ledger: NodeLedger) -> None:
+        """Once per deletion: a node deleted while its ledger holds allocations. Their pods are
+        still bound to it (kube-controller-manager's pod garbage collector deletes them), and each
+        entry is held until its pod ends; an operator replacing the node should know which."""
+        if not ledger.allocations or name in self._gone_reported:
+            return
+        self._gone_reported.add(name)
+        pods = sorted(entry.key for entry in ledger.allocations.values())
+        shown = pods[:_FINDINGS_SHOWN] + (
+            [f"and {len(pods) - _FINDINGS_SHOWN} more"] if len(pods) > _FINDINGS_SHOWN else []
+        )
+        count = f"{len(pods)} vGPU allocation{'' if len(pods) == 1 else 's'}"
+        log.warning(
+            "node %s was deleted with %s in its ledger (pods %s); each is held until its pod ends",
+            name,
+            count,
+            ", ".join(shown),
+        )
+        audit("node-deleted-with-allocations", node=name, allocations=len(pods), by=self.identity)
 
     def refresh_snapshot(self) -> None:
         """Rebuild the per-GPU snapshot if it is stale and ``snapshot_seconds`` have passed (the run

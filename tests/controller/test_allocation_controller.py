@@ -507,3 +507,32 @@ async def test_the_overcommit_check_runs_when_the_decision_fails() -> None:
     controller._decide = failing  # type: ignore[method-assign]
     result = await controller.run_once()
     assert result.errors and cluster.events("GPUOvercommitted")
+
+
+async def test_a_node_deleted_with_allocations_is_reported_once_and_they_stay_held(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = Cluster([gpu_node("a", 1), gpu_node("b", 1)])
+    controller = cluster.replica()
+    for name in ("one", "two"):
+        cluster.create_pod(
+            vgpu_pod(name, memory=1000, annotations={"volcano.sh/vgpu-use-gpuuuid": "GPU-a-0"})
+        )
+    await cluster.converge(controller)
+    assert cluster.bound() == {"one": "a", "two": "a"}
+    cluster.store.delete(NODES, "a")
+    with caplog.at_level(logging.INFO):
+        await cluster.converge(controller)
+        cluster.create_pod(vgpu_pod("three", memory=1000))  # another pass over the cluster
+        await cluster.converge(controller)
+    warnings = [r.getMessage() for r in caplog.records if "was deleted" in r.getMessage()]
+    assert warnings == [
+        "node a was deleted with 2 vGPU allocations in its ledger (pods default/one, default/two); "
+        "each is held until its pod ends"
+    ]
+    audits = [r.__dict__["audit"] for r in caplog.records if hasattr(r, "audit")]
+    assert [a for a in audits if a["event"] == "node-deleted-with-allocations"] == [
+        {"event": "node-deleted-with-allocations", "node": "a", "allocations": 2, "by": "r1"}
+    ]
+    assert set(cluster.ledgers()["a"].allocations) == {p["metadata"]["uid"] for p in cluster.pods()
+                                                       if p["metadata"]["name"] in ("one", "two")}  # fmt: skip
