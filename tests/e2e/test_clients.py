@@ -32,6 +32,7 @@ import yaml
 from tests.e2e.clients import GOLDEN, REPO, Helm, Kubectl, Run, assert_golden, kubectl_binary, normalise
 from tests.e2e.conftest import Env, gpu_pod, plain_pod
 from tests.e2e.harness import CONTROLLER_SA, NAMESPACE, POOL_LABEL, WEBHOOK_SA, Guard, until
+from vgpu_guard.cli.documents import parse_documents
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -99,6 +100,28 @@ async def test_kubectl_apply_example(env: Env, kubectl: Kubectl, path: str) -> N
         assert real.code == dry.code
         assert real.stderr == dry.stderr
         assert real.stdout == dry.stdout.replace(" (server dry run)", "")
+
+
+async def test_a_key_given_twice_is_applied_with_its_last_value(
+    env: Env, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """What ``review`` says of a repeated YAML key ("the last value is used, as kubectl applies
+    it") holds for the real client and server: kubectl sends the last value without a word."""
+    path = tmp_path / "twice.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: twice\ndata:\n  k: first\n  k: last\n"
+    )
+    env.undo.append(lambda: kubectl("delete", "-n", env.ns, "-f", str(path), "--ignore-not-found"))
+    applied = await kubectl("apply", "-n", env.ns, "-f", str(path))
+    assert (applied.code, applied.stderr) == (0, ""), applied.transcript()
+    stored = await kubectl("get", "configmap", "twice", "-n", env.ns, "-o", "jsonpath={.data.k}")
+    assert stored.stdout == "last"
+    [document] = parse_documents(path.read_text(), str(path))
+    assert document.object["data"]["k"] == "last"
+    assert document.warnings == (
+        'line 7: key "k" is given twice in one mapping (first on line 6); the last value is used, '
+        "as kubectl applies it",
+    )
 
 
 def _judged_together(path: str) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ __all__ = [
     "read_documents",
     "read_files",
     "read_inputs",
+    "warn_about",
 ]
 
 # Aliases a file may use, and how deep its collections may nest: Kubernetes objects need neither
@@ -60,10 +61,12 @@ class InputError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One object and where it came from (``file#index``, counting documents from 1)."""
+    """One object and where it came from (``file#index``, counting documents from 1), and what its
+    YAML did that the reader let through but the user should hear of (``warn_about``)."""
 
     source: str
     object: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,43 @@ def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
         total += sum(_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
     memo[id(node)] = total
     return total
+
+
+def _repeated_keys(node: yaml.Node) -> list[str]:
+    """Each key given twice in one mapping, with both lines. YAML forbids it, yet kubectl (1.32,
+    against kube-apiserver 1.20) applies such a file with the last value, as PyYAML reads it; so it
+    is reviewed as applied, and said, since the first value usually is the one that was meant (two
+    ``resources:`` blocks, the second overriding the limits above it)."""
+    found: list[tuple[int, str]] = []
+    stack, seen = [node], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:  # an alias: its subtree is walked once
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    line = key.start_mark.line + 1
+                    if key.value in first:
+                        found.append((line, f'line {line}: key "{key.value}" is given twice in one '
+                                            f"mapping (first on line {first[key.value]}); the last value "
+                                            "is used, as kubectl applies it"))  # fmt: skip
+                    else:
+                        first[key.value] = line
+                stack.append(value)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+    return [text for _, text in sorted(found)]
+
+
+def warn_about(documents: Iterable[Document]) -> None:
+    """Each document's warnings on standard error, ``warning: source: text`` (as kubectl prints
+    its warnings there: standard output stays the report, parseable in every output format)."""
+    for document in documents:
+        for text in document.warnings:
+            print(f"warning: {document.source}: {text}", file=sys.stderr)
 
 
 def _objects(data: Any, where: str) -> Iterator[dict[str, Any]]:
@@ -242,8 +282,13 @@ def parse_documents(text: str, name: str, limits: Limits = DEFAULT_LIMITS) -> li
                     f"document {index}: its aliases expand to more than {MAX_EXPANDED} values; "
                     "write the values out (aliases can expand a small file into gigabytes)"
                 )
+            # Before constructing: that merges ``<<`` keys into their mapping's node in place.
+            repeated = _repeated_keys(node) if node is not None else []
             data = loader.construct_document(node) if node is not None else None
-            out.extend(Document(f"{name}#{index}", obj) for obj in _objects(data, f"{name} document {index}"))
+            found = [Document(f"{name}#{index}", obj) for obj in _objects(data, f"{name} document {index}")]
+            if found and repeated:
+                found[0] = Document(found[0].source, found[0].object, tuple(repeated))
+            out.extend(found)
     except InputError as e:
         message = str(e)
         raise InputError(message if message.startswith(f"{name}") else f"{name}: {message}") from None

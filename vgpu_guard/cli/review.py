@@ -22,6 +22,7 @@ from vgpu_guard.cli.documents import (
     add_input_arguments,
     limits_from,
     read_inputs,
+    warn_about,
 )
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
 from vgpu_guard.cli.wording import plural
@@ -156,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
+    warn_about([*cluster.documents, *documents])
     view = load_view(cluster, documents, config)
     reviewed = review_documents(documents, view, config, username=args.username)
     entries = [admission_entry(d.source, r) for d, r in reviewed]

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
-from vgpu_guard.cli.documents import InputError, add_input_arguments, limits_from
+from vgpu_guard.cli.documents import InputError, add_input_arguments, limits_from, warn_about
 from vgpu_guard.cli.report import policy_reports, rule_results, summary
 from vgpu_guard.cli.review import add_output_argument, output_formats
 from vgpu_guard.cli.scenario import Scenario, default_scenario, load_scenario
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             limits=limits_from(args),
             what="scenario",
         )
+        warn_about([*cluster.documents, *scenario.documents])
         scenario = with_cluster(scenario, cluster)
         result = simulate(scenario, config)
     except (InputError, SimulationError) as e:
