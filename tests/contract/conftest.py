@@ -32,6 +32,7 @@ from vgpu_guard.apidouble import RunningDouble, serve_double, service_account
 
 Obj = dict[str, Any]
 PROBE_LABEL = "contract.vgpu-guard.io/probe"
+ROOT_CA = "kube-root-ca.crt"  # the ConfigMap kube-controller-manager publishes in every namespace
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -50,7 +51,10 @@ class Side:
     namespaces: list[str] = field(default_factory=list)
 
     async def namespace(self, **labels: str) -> str:
-        """A fresh namespace (generateName ``contract-``), ready for pods."""
+        """A fresh namespace (generateName ``contract-``), ready for pods, and settled: the
+        controllers that write into every new namespace are done (its ``kube-root-ca.crt`` exists),
+        so a LIST or watch of its config maps sees what the probe made and that one object, on
+        both sides. kube-controller-manager publishes it asynchronously, late under load."""
         body = {
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -61,7 +65,16 @@ class Side:
         name: str = reply.body["metadata"]["name"]
         self.namespaces.append(name)
         await self._service_account_ready(name)
+        await self._root_ca_published(name)
         return name
+
+    async def _root_ca_published(self, namespace: str) -> None:
+        for _ in range(600):
+            reply = await self.admin.get(f"/api/v1/namespaces/{namespace}/configmaps/{ROOT_CA}")
+            if reply.status == 200:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{self.name}: {ROOT_CA} never appeared in {namespace}")
 
     async def _service_account_ready(self, namespace: str) -> None:
         # Before 1.24 pods are refused until the default ServiceAccount has its token Secret.

@@ -16,7 +16,6 @@ from tests.contract.raw import WatchEvent
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-ROOT_CA = "kube-root-ca.crt"
 WINDOW_OVERRUN = 1050  # more writes to one resource than the double's watch window keeps
 
 
@@ -36,17 +35,6 @@ def pod_template(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
     }
-
-
-async def quiet_namespace(side: Side) -> str:
-    """A fresh namespace whose controllers are done writing (its kube-root-ca.crt exists), so a
-    watch on its config maps sees only what the probe does."""
-    ns = await side.namespace()
-    for _ in range(100):
-        if (await side.admin.get(f"/api/v1/namespaces/{ns}/configmaps/{ROOT_CA}")).status == 200:
-            return ns
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{side.name}: {ROOT_CA} never appeared in {ns}")
 
 
 async def current_rv(side: Side, path: str) -> str:
@@ -96,7 +84,7 @@ def error_shape(events: list[WatchEvent], *, exact_message: bool) -> Any:
 
 async def test_watch_from_a_resource_version_replays_added_modified_deleted(contract: Contract) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         start = await current_rv(side, path)
         assert (await side.admin.post(path, config_map("a"))).status == 201
@@ -118,7 +106,7 @@ async def test_watch_without_resource_version_starts_with_the_current_state(cont
     the changes."""
 
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         for name in ("b", "a"):
             assert (await side.admin.post(path, config_map(name))).status == 201
@@ -149,7 +137,7 @@ async def test_watch_with_a_label_selector_turns_transitions_into_added_and_dele
     contract: Contract,
 ) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         start = await current_rv(side, path)
         assert (await side.admin.post(path, config_map("a", {"tier": "web"}))).status == 201
@@ -176,7 +164,7 @@ async def test_watch_with_a_label_selector_turns_transitions_into_added_and_dele
 
 async def test_watch_with_a_field_selector_on_the_name(contract: Contract) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         start = await current_rv(side, path)
         for name in ("a", "b"):
@@ -225,7 +213,7 @@ async def test_bookmarks_carry_only_kind_api_version_and_resource_version(contra
     in another namespace); the bookmark object holds nothing but kind, apiVersion and that version."""
 
     async def probe(side: Side) -> Any:
-        ns, elsewhere = await quiet_namespace(side), await side.namespace()
+        ns, elsewhere = await side.namespace(), await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         start = await current_rv(side, path)
         written: list[str] = []
@@ -262,7 +250,7 @@ async def test_bookmarks_carry_only_kind_api_version_and_resource_version(contra
 
 async def test_no_bookmarks_unless_asked(contract: Contract) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         assert (await side.admin.post(path, config_map("a"))).status == 201
         start = await current_rv(side, path)
@@ -274,7 +262,7 @@ async def test_no_bookmarks_unless_asked(contract: Contract) -> None:
 
 async def test_a_watch_ends_at_timeout_seconds(contract: Contract) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         start = await current_rv(side, path)
         began = time.monotonic()
@@ -289,7 +277,7 @@ async def test_a_watch_ends_at_timeout_seconds(contract: Contract) -> None:
 
 async def test_a_watch_from_a_future_resource_version_sees_nothing_older(contract: Contract) -> None:
     async def probe(side: Side) -> Any:
-        ns = await quiet_namespace(side)
+        ns = await side.namespace()
         path = f"/api/v1/namespaces/{ns}/configmaps"
         future = str(int(await current_rv(side, path)) + 1_000_000)
 
