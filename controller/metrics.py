@@ -29,8 +29,9 @@ __all__ = ["PENDING_REASONS", "AllocationMetrics", "GpuRow", "LedgerCollector", 
 # ``vgpu_guard_pending_pods_by_reason``: a fixed set, so a pass cannot mint series. The first four
 # are the allocator's ``Unplaceable.cause``; ``invalid-request``: the vGPU request does not parse or
 # there is none (a pod that names our scheduler without asking for a vGPU).
-_MIB = 1024 * 1024
 PENDING_REASONS = ("capacity", "queue", "gang", "unsupported", "invalid-request")
+# The ledger counts GPU memory in MiB, as the device plugin registers it; the gauges are in bytes.
+_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

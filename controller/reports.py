@@ -44,6 +44,14 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return m if isinstance(m, Mapping) else {}
 
 
+def _first_few(items: Sequence[str]) -> list[str]:
+    """The first ``_FINDINGS_SHOWN`` items and "and N more": a message names a few and counts the
+    rest, whoever wrote the many (an annotation anyone may edit, a node's whole ledger)."""
+    if len(items) <= _FINDINGS_SHOWN:
+        return list(items)
+    return [*items[:_FINDINGS_SHOWN], f"and {len(items) - _FINDINGS_SHOWN} more"]
+
+
 def _retrieved(task: asyncio.Task[None]) -> None:
     """``event`` logs its own API errors; anything else ends here, logged, never unretrieved."""
     if not task.cancelled() and task.exception() is not None:
@@ -203,9 +211,7 @@ class Reporter:
     async def invalid_assignment(self, pod: Obj, problems: Sequence[str]) -> None:
         """Warning ``InvalidAssignmentEntry`` on the pod, once per distinct set of bad entries."""
         # Anyone who may update the pod writes this annotation: name a few entries, count the rest.
-        shown = list(problems[:_FINDINGS_SHOWN])
-        if len(problems) > _FINDINGS_SHOWN:
-            shown.append(f"and {len(problems) - _FINDINGS_SHOWN} more")
+        shown = _first_few(problems)
         message = (
             f"{VGPU_IDS} has invalid entries: {'; '.join(shown)}; the device plugin skips "
             "malformed devices; every valid device is held in the GPU ledger until the pod ends"
@@ -222,9 +228,7 @@ class Reporter:
 
     async def repair(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
         """A ledger entry held less than its bound pod's annotation: raised already; say so loudly."""
-        shown = list(findings[:_FINDINGS_SHOWN])
-        if len(findings) > _FINDINGS_SHOWN:
-            shown.append(f"and {len(findings) - _FINDINGS_SHOWN} more")
+        shown = _first_few(findings)
         message = (
             f"the GPU ledger of node {node} held less than this pod's {VGPU_IDS} says "
             f"({'; '.join(shown)}); the ledger now holds the larger amount until the pod ends and no "
@@ -338,9 +342,7 @@ class Reporter:
             return
         self._gone_reported.add(name)
         pods = sorted(entry.key for entry in ledger.allocations.values())
-        shown = pods[:_FINDINGS_SHOWN] + (
-            [f"and {len(pods) - _FINDINGS_SHOWN} more"] if len(pods) > _FINDINGS_SHOWN else []
-        )
+        shown = _first_few(pods)
         count = f"{len(pods)} vGPU allocation{'' if len(pods) == 1 else 's'}"
         log.warning(
             "node %s was deleted with %s in its ledger (pods %s); each is held until its pod ends",
