@@ -162,3 +162,39 @@ def test_list_objects_are_expanded(capsys: pytest.CaptureFixture[str], tmp_path:
     listing.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": docs}))
     code, out = review_json(capsys, "-f", str(listing))
     assert code == 0 and len(out["objects"]) == 4
+
+
+SHARE = {"volcano.sh/vgpu-memory": 1000, "volcano.sh/vgpu-cores": 10}
+
+
+def test_multi_container_warn_is_a_whole_warning_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 38: ``admission.multiContainer: warn`` warned nothing, and the warning that
+    ``rules: {vgpu-multi-container: warn}`` gave was cut mid-word ("cannot te…")."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "two",
+            "namespace": "default",
+            "annotations": {"volcano.sh/vgpu-mode": "hami-core"},
+        },
+        "spec": {
+            "containers": [
+                {"name": n, "image": "i", "resources": {"limits": {"volcano.sh/vgpu-number": 1, **SHARE}}}
+                for n in ("a", "b")
+            ]
+        },
+    }
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
+    (tmp_path / "config.yaml").write_text("admission:\n  multiContainer: warn\n")
+    code = run(["review", "-f", str(tmp_path / "pod.yaml"), "--config", str(tmp_path / "config.yaml")])
+    assert code == 0
+    assert capsys.readouterr().out.splitlines()[2:] == [
+        f"allowed Pod default/two  [{tmp_path}/pod.yaml#1]",
+        "    warning: [vgpu-multi-container] spec.containers[1]: also requests vGPU (as does…; request vGPU "
+        "in one container, or split the pod",
+        "",
+        "1 allowed, 0 denied.",
+    ]

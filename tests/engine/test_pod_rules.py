@@ -178,17 +178,42 @@ def test_trusted_user_may_set_allocation_annotations(view: ClusterView) -> None:
     assert result.decision.allowed
 
 
-def test_multi_container_denied_then_warned_by_config(view: ClusterView) -> None:
-    containers = [
-        {"name": "a", "image": "i", "resources": {"limits": {NUM: 1, MEM: 1000}}},
-        {"name": "b", "image": "i", "resources": {"limits": {NUM: 1, MEM: 1000}}},
-    ]
-    assert denial(pod(containers=containers), view) == [
-        "[vgpu-multi-container] spec.containers[1]: also requests vGPU (as does spec.containers[0]); the device "
-        "plugin cannot tell the containers apart at allocation, request vGPU in one container"
-    ]
-    config = config_with(admission={"multiContainer": "warn"})
-    assert review(pod(containers=containers), view, config).decision.allowed
+MULTI_CONTAINERS = [
+    {"name": "a", "image": "i", "resources": {"limits": {NUM: 1, MEM: 1000}}},
+    {"name": "b", "image": "i", "resources": {"limits": {NUM: 1, MEM: 1000}}},
+]
+MULTI = (
+    "[vgpu-multi-container] spec.containers[1]: also requests vGPU (as does spec.containers[0]), and the "
+    "device plugin cannot tell the containers apart at allocation; request vGPU in one container, or split "
+    "the pod"
+)
+# Kubernetes' 120 characters: the remedy whole, the explanation cut at a word.
+MULTI_WARNING = (
+    "[vgpu-multi-container] spec.containers[1]: also requests vGPU (as does…; request vGPU in one container, "
+    "or split the pod"
+)
+
+
+def test_multi_container_denied_by_default(view: ClusterView) -> None:
+    assert denial(pod(containers=MULTI_CONTAINERS), view) == [MULTI]
+
+
+@pytest.mark.parametrize(
+    "admission",
+    [{"multiContainer": "warn"}, {"rules": {"vgpu-multi-container": "warn"}}],
+    ids=["multiContainer", "rules"],
+)
+def test_multi_container_warn_admits_with_the_warning(view: ClusterView, admission: dict[str, Any]) -> None:
+    """The documented setting and the rule's action are one switch: both warn, neither is silent."""
+    result = review(pod(containers=MULTI_CONTAINERS), view, config_with(admission=admission))
+    assert result.decision.allowed
+    assert result.decision.actions == {"vgpu-multi-container": "warn"}
+    assert MULTI_WARNING in result.warnings
+
+
+def test_a_rules_entry_wins_over_multi_container(view: ClusterView) -> None:
+    config = config_with(admission={"multiContainer": "warn", "rules": {"vgpu-multi-container": "enforce"}})
+    assert denial(pod(containers=MULTI_CONTAINERS), view, config) == [MULTI]
 
 
 def test_request_limit_mismatch(view: ClusterView) -> None:

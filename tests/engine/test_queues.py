@@ -278,7 +278,7 @@ def test_warn_fraction_is_exact_and_configurable() -> None:
             "warn",
             True,
             (
-                "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed …; "
+                "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed…; "
                 "lower it to at most 32 or add nodes",
             ),
             (),

@@ -20,6 +20,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "Action",
     "AdmissionSettings",
+    "ArbiterSettings",
     "DeviceConfig",
     "GuardConfig",
     "MigGeometry",
@@ -117,7 +118,9 @@ class AdmissionSettings(_Model):
 
     default_mode: ModeChoice = "auto"
     # The plugin matches kubelet Allocate calls to pods by request size; with vGPU in several
-    # containers it cannot tell them apart. Deny by default; "warn" admits with a warning.
+    # containers it cannot tell them apart. Deny by default; "warn" admits with a warning. It is
+    # the action of rule vgpu-multi-container by another name (``setting_actions``), so the rule
+    # always runs and only what it does changes; an ``admission.rules`` entry wins.
     multi_container: Literal["deny", "warn"] = "deny"
     # Users allowed to set allocation annotations on CREATE (our controller writes them on the
     # Binding, which is not a pod CREATE; this is for migrations and break-glass tooling).
@@ -144,6 +147,15 @@ class AdmissionSettings(_Model):
     fleet_scaling: Literal["auto", "scaling", "fixed"] = "auto"
     rules: dict[str, Action] = Field(default_factory=dict)
 
+    @property
+    def setting_actions(self) -> dict[str, Action]:
+        """Rule actions chosen by a named setting rather than by ``rules`` (which wins over them).
+
+        Why a mapping, not a check inside the rule: a setting that skips its rule is a rule
+        turned off, and ``warn`` must warn (issue 38: ``multiContainer: warn`` was silent).
+        """
+        return {"vgpu-multi-container": Action.WARN if self.multi_container == "warn" else Action.ENFORCE}
+
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, value: dict[str, Action]) -> dict[str, Action]:
@@ -163,6 +175,19 @@ class SchedulingSettings(_Model):
     policy: Literal["binpack", "spread"] = "binpack"
     # Seconds a pod may stay in bind-phase=allocating before the node is released for the next.
     allocating_timeout_seconds: int = Field(default=120, ge=5)
+
+
+class ArbiterSettings(_Model):
+    """The ledger arbiter: a GPU assignment written by an allocation writer is reserved at admission."""
+
+    # Seconds an assignment reserved at admission is held for a pod that is still not bound to
+    # that node (its write was refused after admission, or Volcano 1.10-1.15 discarded it). Longer
+    # than kube-apiserver's request timeout (60 s) plus clock skew: an admitted write either lands
+    # within its request or never, so a release after this cannot cross it (docs/design/ledger.md).
+    unbound_release_seconds: int = Field(default=90, ge=65, le=86_400)
+    # Seconds one admission request waits for its node's ledger write (conflicts and the writes
+    # queued before it included); past it the write is refused with 503 and Volcano retries.
+    write_timeout_seconds: float = Field(default=5, gt=0, le=25)
 
 
 class QueueSettings(_Model):
@@ -250,6 +275,7 @@ class GuardConfig(_Model):
     device_config: DeviceConfig = DeviceConfig()
     admission: AdmissionSettings = AdmissionSettings()
     scheduling: SchedulingSettings = SchedulingSettings()
+    arbiter: ArbiterSettings = ArbiterSettings()
     queues: QueueSettings = QueueSettings()
     topology: TopologySettings = TopologySettings()
     webhook: WebhookSettings = WebhookSettings()
@@ -268,5 +294,7 @@ class GuardConfig(_Model):
         return self.device_config.nvidia
 
     def action_for(self, rule: str) -> Action:
-        """The configured action of a rule (enforce unless the config says otherwise)."""
-        return self.admission.rules.get(rule, Action.ENFORCE)
+        """The configured action of a rule: its ``admission.rules`` entry, else the setting that
+        names its action (``multiContainer``), else enforce."""
+        admission = self.admission
+        return admission.rules.get(rule) or admission.setting_actions.get(rule, Action.ENFORCE)

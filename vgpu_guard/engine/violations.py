@@ -43,7 +43,8 @@ def clip_warning(text: str) -> str:
 def clip(text: str, width: int) -> str:
     """Fit a message into ``width`` characters, marking the cut. The remedy after the last "; " is
     kept whole and the explanation cut instead when the finding still keeps its start (rule, path,
-    the value and a few words), so what to do survives the limit; else the end is cut."""
+    the value and a few words), so what to do survives the limit; else the end is cut. Cuts fall
+    between words (``_cut``)."""
     text = " ".join(text.split())
     if len(text) <= width:
         return text
@@ -51,8 +52,19 @@ def clip(text: str, width: int) -> str:
     room = width - len(remedy) - len("…; ")
     finding_starts = head.find(": ") + 2 if head.startswith("[") else 0
     if sep and head and len(remedy) <= _REMEDY_LIMIT and room >= finding_starts + _FINDING_KEPT:
-        return head[:room] + "…; " + remedy
-    return text[: width - 1] + "…"
+        return _cut(head, room) + "…; " + remedy
+    return _cut(text, width - 1) + "…"
+
+
+def _cut(text: str, room: int) -> str:
+    """At most ``room`` characters of ``text``, ending with a whole word: a word cut short reads as
+    another word or a wrong value ("te…", "245…" of 24576). A first word longer than the room is
+    cut where it must be; punctuation left dangling before the cut goes."""
+    if len(text) <= room:
+        return text
+    space = text.rfind(" ", 0, room + 1)
+    kept = text[:space] if space > 0 else text[:room]
+    return kept.rstrip(" ,;:(<>=") or kept
 
 
 def clip_warnings(warnings: list[str]) -> list[str]:

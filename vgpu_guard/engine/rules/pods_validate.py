@@ -285,7 +285,7 @@ def validate_pod_spec(
         return out
     mode, mode_problems = _mode(annotations, view, config, prefix=prefix, cluster_checks=cluster_checks)
     out.extend(mode_problems)
-    if len(containers) > 1 and config.admission.multi_container == "deny":
+    if len(containers) > 1:  # admission.multiContainer is this rule's action (config.action_for)
         out.extend(_multi_container(containers))
     raw_lists = {name: spec.get(name) for name in ("initContainers", "containers")}
     for cv in containers:
@@ -347,8 +347,8 @@ def _multi_container(containers: list[ContainerVgpu]) -> list[Violation]:
         Violation(
             "vgpu-multi-container",
             cv.path,
-            f"also requests vGPU (as does {first}); the device plugin cannot tell the containers "
-            f"apart at allocation, request vGPU in one container",
+            f"also requests vGPU (as does {first}), and the device plugin cannot tell the containers "
+            f"apart at allocation; request vGPU in one container, or split the pod",
         )
         for cv in containers[1:]
     ]
