@@ -111,15 +111,17 @@ positional arguments:
     certs     certificate tools for the webhook's TLS
     sandbox   a local cluster for kubectl: the real control plane when built, else the API double
     status    one screen on the fleet's GPUs: memory, cores, pods, MIG, pending pods, queues
+    cleanup   delete the release's webhook configurations (the chart's pre-delete hook)
 
 options:
   -h, --help  show this help message and exit
   --version   show program's version number and exit
 
 exit codes (review's and simulate's --help say what each means for them):
-  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox)
-  1  denied: at least one object denied (review); certs and sandbox also use it when they refuse
-     or a component fails (the reason is on stderr)
+  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox,
+     cleanup)
+  1  denied: at least one object denied (review); certs, sandbox and cleanup also use it when they
+     refuse or a component or deletion fails (the reason is on stderr)
   2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
      kubeconfig or API server that cannot be read
 """

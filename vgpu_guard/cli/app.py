@@ -10,16 +10,17 @@ from vgpu_guard import __version__
 __all__ = ["build_parser", "run"]
 
 # Subcommand modules; each exposes add_parser(subparsers) and sets ``func`` (its run) as a default.
-_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status")
+_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status", "cleanup")
 
 
 # The exit codes every command shares, so a CI step can tell "denied" from "could not judge";
 # each command's own --help says what its codes mean for it.
 EPILOG = """\
 exit codes (review's and simulate's --help say what each means for them):
-  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox)
-  1  denied: at least one object denied (review); certs and sandbox also use it when they refuse
-     or a component fails (the reason is on stderr)
+  0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox,
+     cleanup)
+  1  denied: at least one object denied (review); certs, sandbox and cleanup also use it when they
+     refuse or a component or deletion fails (the reason is on stderr)
   2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
      kubeconfig or API server that cannot be read"""
 
