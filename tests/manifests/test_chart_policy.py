@@ -380,6 +380,8 @@ FORBIDDEN: list[tuple[str, str, str, str, str | None, str | None]] = [
         "kyverno",
     ),
     (CLEANUP_SA, "list", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, None),
+    # `vgpu-guard cleanup` deletes by name without reading first (kubectl delete needed get).
+    (CLEANUP_SA, "get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, "vgpu-guard"),
 ]
 
 
@@ -507,9 +509,14 @@ def test_pre_delete_hook_removes_our_webhook_configurations() -> None:
     for r in hooks:
         assert r.obj["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
     job = one(objects, "Job")
-    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    for kind in WEBHOOK_CONFIGS:
-        assert f"{kind.lower()}/{one(objects, kind)['metadata']['name']}" in command
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    # The product's own image and CLI (tests/cli/test_cleanup.py runs it with this role): an
+    # air-gapped fleet has no second image to mirror.
+    deployment = one(objects, "Deployment", "vgpu-guard-webhook")
+    assert container["image"] == deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert "command" not in container
+    names = {one(objects, kind)["metadata"]["name"] for kind in WEBHOOK_CONFIGS}
+    assert container["args"] == ["cleanup", "--webhook-configuration", *names]
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "vgpu-guard-cleanup"
     # The hook's role reaches nothing but those two objects.
     (role,) = [r.obj for r in hooks if r.kind == "ClusterRole"]
@@ -518,7 +525,7 @@ def test_pre_delete_hook_removes_our_webhook_configurations() -> None:
             "apiGroups": ["admissionregistration.k8s.io"],
             "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
             "resourceNames": ["vgpu-guard"],
-            "verbs": ["get", "delete"],
+            "verbs": ["delete"],
         }
     ]
     assert not [r for r in render_objects({"cleanup": {"enabled": False}}) if r.is_hook]
