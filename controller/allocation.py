@@ -50,15 +50,14 @@ from vgpu_guard.engine.assignment import (
 )
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger, encode_ledger
-from vgpu_guard.engine.ledger_summary import ledger_summary
+from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, PodFacts, Workloads
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
+from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import (
-    LEDGERS,
     PODS,
 )
 from vgpu_guard.logs import audit
@@ -115,8 +114,17 @@ def _with_facts(request: PodRequest, facts: PodFacts) -> PodRequest:
     return replace(request, facts=facts)
 
 
-def release_reason(record: PodRecord | None, node: str) -> str | None:
-    """Why a ledger entry on ``node`` no longer holds its pod (None: it does)."""
+def release_reason(
+    record: PodRecord | None, node: str, entry: Allocation | None = None, *, now: int = 0, hold: int = 0
+) -> str | None:
+    """Why a ledger entry on ``node`` no longer holds its pod (None: it does).
+
+    An entry the arbiter reserved at admission (``admitted``) whose pod is still not bound after
+    ``hold`` seconds is released too ("unbound"): its write was refused after admission, or Volcano
+    discarded the assignment. ``hold`` outlasts the API server's request timeout, so the admitted
+    write can no longer land (docs/design/ledger.md). A ``reservedAt`` further in the future than
+    ``hold`` (a clock or a hand gone wrong) counts as expired, so it cannot hold a card for ever.
+    """
     if record is None:
         return "deleted"
     if record.terminal:
@@ -125,6 +133,8 @@ def release_reason(record: PodRecord | None, node: str) -> str | None:
         return "moved"
     if not record.node and record.deleting:
         return "deleted"
+    if entry is not None and entry.admitted and not record.node and abs(now - entry.reserved_at) >= hold:
+        return "unbound"
     return None
 
 
@@ -171,6 +181,15 @@ class AllocationController:
         self.reports = Reporter(client, config, identity=identity, clock=clock, metrics=self.metrics)
         self.world = World(config)
         self.binder = Binder(self._bind, concurrency=write_concurrency)
+        # Every ledger write goes through the writer the webhook's arbiter uses too; our own writes
+        # reach the informer cache at once (looked up at call time: run.py swaps ``inputs``).
+        self.writer = LedgerWriter(
+            client,
+            memory_factor=config.nvidia.gpu_memory_factor,
+            writer="controller",
+            metrics=self.metrics.ledger_writes,
+            on_written=self._wrote_ledger,
+        )
         self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
         # Parsed pod facts and requests by resourceVersion: a pass re-parses only what changed.
         self._facts: dict[str, tuple[str, str, PodFacts]] = {}
@@ -180,6 +199,10 @@ class AllocationController:
         self._unplaceable = UnplaceableMemo()
         self._reported_bad: dict[str, str] = {}
         self._unreconciled: dict[str, None] = {}  # an ordered set, as ``Changes.dirty``
+        # Entries reserved at admission whose pod is not bound yet (uid -> reservedAt): checked
+        # again once ``arbiter.unboundReleaseSeconds`` have passed, though nothing else changed.
+        self._admitted_unbound: dict[str, int] = {}
+        self._now = int(clock())
         self._last_error: str | None = None
         # The workloads that last indexed the side objects (claims, volumes, namespaces), and their version.
         self._side_indexed: tuple[Workloads, tuple[int, ...] | None] | None = None
@@ -224,18 +247,11 @@ class AllocationController:
 
     # --- writes --------------------------------------------------------------------------------
 
+    def _wrote_ledger(self, obj: Obj) -> None:
+        self.inputs.wrote_ledger(obj)
+
     async def _write_ledger(self, old: NodeLedger, new: NodeLedger, info: NodeInfo | None = None) -> None:
-        # The summary (kubectl columns) rides in the same CAS write; ``info``: the node's registration.
-        summary = ledger_summary(new, info, self.config.nvidia.gpu_memory_factor)
-        body = encode_ledger(new, summary)
-        if old.resource_version is None:
-            if not new.allocations:
-                return
-            written = await self.client.create(LEDGERS, body)
-        else:
-            written = await self.client.replace(LEDGERS, body)
-        if isinstance(written, dict) and written.get("metadata"):
-            self.inputs.wrote_ledger(written)
+        await self.writer.write(old, new, info)
 
     async def _bind(self, entry_node: str, entry: Allocation, pod: Obj) -> bool:
         """POST the Binding with the device annotations; True when the pod was bound."""
@@ -341,7 +357,7 @@ class AllocationController:
         self._forget(changes.gone)
         # What a failed pass was checking is checked again: its pods did not change, but the
         # release or adoption it decided never reached the server.
-        dirty = changes.dirty | self._unreconciled
+        dirty = changes.dirty | self._unreconciled | self._hold_expired()
         self._unreconciled = dirty
         confirmed = set() if inputs.fresh else await self._confirm_missing(dirty)
         if confirmed:
@@ -361,6 +377,16 @@ class AllocationController:
             await self.reports.violations(
                 world.view, world.ledgers, inputs.nodes, changes.ledgers | changes.nodes
             )
+
+    def _hold_expired(self) -> dict[str, None]:
+        """Entries reserved at admission whose hold ran out (checked again, and tracked anew by
+        ``_entry_in_order`` while their pod stays unbound and the hold has not run out)."""
+        self._now = now = int(self.clock())
+        hold = self.config.arbiter.unbound_release_seconds
+        due = {uid: None for uid, at in self._admitted_unbound.items() if abs(now - at) >= hold}
+        for uid in due:
+            del self._admitted_unbound[uid]
+        return due
 
     def _log_bad_ledgers(self) -> None:
         for name, error in self.world.bad.items():
@@ -455,13 +481,20 @@ class AllocationController:
             and record.node not in self.world.bad
         )
 
-    @staticmethod
-    def _entry_in_order(entry: Allocation, name: str, record: PodRecord | None, factor: int) -> bool:
+    def _release_reason(self, record: PodRecord | None, name: str, entry: Allocation) -> str | None:
+        return release_reason(
+            record, name, entry, now=self._now, hold=self.config.arbiter.unbound_release_seconds
+        )
+
+    def _entry_in_order(self, entry: Allocation, name: str, record: PodRecord | None, factor: int) -> bool:
         """Nothing to do: the pod lives on, and its annotation on this node is absent (not bound
         yet) or exactly what we write for the entry (our own bindings: one string compare)."""
-        if release_reason(record, name) is not None:
+        if self._release_reason(record, name, entry) is not None:
             return False
         assert record is not None
+        if entry.admitted and not record.node:
+            # Reserved at admission, not bound yet: looked at again when its hold runs out.
+            self._admitted_unbound[entry.pod_uid] = entry.reserved_at
         raw = record.assignment
         if not raw or record.node != name:
             return True
@@ -479,7 +512,7 @@ class AllocationController:
     ) -> None:
         """Release an entry whose pod ended, moved or went; else raise it to what the pod's
         annotation says (``_entry_in_order`` said it is not in order)."""
-        reason = release_reason(record, name)
+        reason = self._release_reason(record, name, entry)
         if reason is not None:
             step.updated[name] = ledger(name).without(entry.pod_uid)
             step.released.append((entry, name, reason))

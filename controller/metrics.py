@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import GpuUsage
+from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics
 
 __all__ = ["PENDING_REASONS", "AllocationMetrics", "GpuRow", "LedgerCollector", "LedgerSnapshot"]
 
@@ -156,6 +157,7 @@ class AllocationMetrics:
             ["kind"],
             registry=registry,
         )
+        self.ledger_writes = LedgerWriteMetrics.create(registry, coalescing=False)
         self.conflicts = Counter(
             "vgpu_guard_ledger_conflicts_total",
             "Ledger writes that lost an optimistic-concurrency race (409) and were re-decided.",

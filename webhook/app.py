@@ -2,8 +2,9 @@
 
 One path per resource and action (``/mutate/pods``, ``/validate/pods``, ``/validate/workloads``,
 ``/validate/queues``), as Volcano splits ``pkg/webhooks/admission/<resource>/{mutate,validate}``;
-``/validate/pod-allocations`` takes pod UPDATE, ``pods/status`` and ``pods/binding`` (who may write
-a GPU assignment), served by its own webhook entry with failurePolicy Ignore.
+``/validate/pod-allocations`` takes pod UPDATE, ``pods/status`` and ``pods/binding``: who may write
+a GPU assignment, and (the ledger arbiter, webhook/arbiter.py) whether an allocation writer's
+assignment fits the node's GPUs, reserved in its GPULedger before the write is allowed.
 HTTP-level faults (not JSON, not an AdmissionReview, too large, too slow, wrong Content-Type) are
 4xx with the reason; object-level denials are ``allowed: false`` inside a 200. Only a bug in our
 code answers 500, and the server keeps serving after it.
@@ -29,14 +30,14 @@ from prometheus_client import CollectorRegistry
 from vgpu_guard.engine.admission import (
     WORKLOAD_RESOURCES,
     AdmissionDecision,
-    AdmissionRequest,
     Phase,
     too_many_containers,
 )
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics, LedgerWriter
 from vgpu_guard.logs import audit
+from vgpu_guard.webhook.arbiter import Arbiter
 from vgpu_guard.webhook.fresh_queues import with_stored_queues
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
 from vgpu_guard.webhook.recording import decide_and_record
@@ -58,8 +59,8 @@ class Route:
     path: str
     phase: Phase
     resources: frozenset[tuple[str, str]]
-    # A route that needs no cluster state names its engine entry point; others go through decide.
-    decide: Callable[[AdmissionRequest, GuardConfig], AdmissionDecision] | None = None
+    # The allocation route: who writes an assignment, then the ledger arbiter (webhook/arbiter.py).
+    arbitrates: bool = False
     # Deny objects over webhook.maxContainers before any rule. Off where only metadata is read
     # (allocation annotations): a kubelet status write must never be refused for the pod's size.
     caps_containers: bool = True
@@ -74,7 +75,7 @@ ROUTES: tuple[Route, ...] = (
         "/validate/pod-allocations",
         "validate",
         frozenset({("", "pods")}),
-        decide=admit_allocation_write,
+        arbitrates=True,
         caps_containers=False,
     ),
 )
@@ -86,6 +87,7 @@ METRICS = web.AppKey("metrics", AdmissionMetrics)
 # reading a missing PodGroup (webhook/recording.py), reading the stored Queues for a Queue write
 # (webhook/fresh_queues.py). Pods are otherwise judged on the cache alone.
 CLIENT = web.AppKey("client", ClusterClient)
+ARBITER = web.AppKey("arbiter", Arbiter)
 
 
 def _bad_request(app: web.Application, status: int, reason: str, *, close: bool = False) -> web.Response:
@@ -180,8 +182,8 @@ def _handler(route: Route) -> Any:
                 },
             )
             decision = AdmissionDecision(allowed=True)
-        elif route.decide is not None:
-            decision = route.decide(to_engine(review), config)
+        elif route.arbitrates:
+            decision = await app[ARBITER].admit(to_engine(review), config)
         else:
             request = to_engine(review)
             client = app.get(CLIENT)
@@ -228,6 +230,7 @@ def create_app(
     registry: CollectorRegistry | None = None,
     client: ClusterClient | None = None,
     middlewares: Iterable[Any] = (),
+    clock: Callable[[], float] = time.time,
 ) -> web.Application:
     """The admission application (TLS and the listening socket belong to ``webhook.server``)."""
     app = web.Application(
@@ -237,7 +240,19 @@ def create_app(
     app[VIEWS] = views
     if client is not None:
         app[CLIENT] = client
-    app[METRICS] = AdmissionMetrics.create(registry if registry is not None else CollectorRegistry())
+    registry = registry if registry is not None else CollectorRegistry()
+    app[METRICS] = AdmissionMetrics.create(registry)
+    writer = (
+        LedgerWriter(
+            client,
+            memory_factor=config.nvidia.gpu_memory_factor,
+            writer="arbiter",
+            metrics=LedgerWriteMetrics.create(registry, coalescing=True),
+        )
+        if client is not None
+        else None
+    )
+    app[ARBITER] = Arbiter(views=views.snapshot, client=client, writer=writer, clock=clock)
     for route in ROUTES:
         app.router.add_post(route.path, _handler(route))
     return app

@@ -18,6 +18,7 @@ from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
 
 IDS = "volcano.sh/vgpu-ids-new"
+PHASE = "volcano.sh/bind-phase"
 WHO = "only the allocator and the device plugin (admission.allocationWriters) write allocation annotations"
 
 
@@ -83,17 +84,33 @@ async def test_status_writes_and_bindings_are_judged_by_subresource(
         "system:serviceaccount:volcano-system:volcano-scheduler",
     ],
 )
-async def test_allocation_writers_pass_without_a_patch(
+async def test_allocation_writers_confirming_an_assignment_pass_without_a_patch(
     webhook: RunningWebhook, http: aiohttp.ClientSession, user: str
 ) -> None:
-    old = pod(name="web")
-    new = pod(name="web", annotations={IDS: "GPU-0,NVIDIA,1024,10:;"})
+    old = pod(name="web", annotations={IDS: "GPU-0,NVIDIA,1024,10:;", PHASE: "allocating"})
+    new = pod(name="web", annotations={IDS: "GPU-0,NVIDIA,1024,10:;", PHASE: "success"})
     answer = await post(http, webhook, admission_review(new, old=old, operation="UPDATE", username=user))
     assert answer["allowed"] is True
     assert "patch" not in answer and "warnings" not in answer
     # An ordinary update that leaves the assignment alone passes too, whoever sends it.
     same = await post(http, webhook, admission_review(new, old=new, operation="UPDATE"))
     assert same["allowed"] is True
+
+
+async def test_a_writers_new_assignment_waits_for_the_caches_fail_closed(
+    webhook: RunningWebhook, http: aiohttp.ClientSession
+) -> None:
+    """Writing an assignment needs the ledger: before the caches have listed it is a retriable 503."""
+    user = "system:serviceaccount:volcano-system:volcano-scheduler"
+    old = pod(name="web")
+    new = pod(name="web", annotations={IDS: "GPU-0,NVIDIA,1024,10:;"})
+    answer = await post(http, webhook, admission_review(new, old=old, operation="UPDATE", username=user))
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 503
+    assert answer["status"]["message"] == (
+        "[vgpu-assignment-capacity] vgpu-guard could not reserve the GPU assignment (it has not finished "
+        "reading nodes and GPU ledgers from the API server); retry in a few seconds"
+    )
 
 
 async def test_the_container_cap_does_not_apply_to_annotation_checks(

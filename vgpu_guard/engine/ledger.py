@@ -107,6 +107,11 @@ class Allocation:
     # committed entry is released only when the pod ends or turns up bound elsewhere, never
     # re-decided: that is what makes a stale replica's release and a binding exclude each other.
     committed: bool = False
+    # True when reserved by the webhook's arbiter as an allocation writer (Volcano, the device
+    # plugin) wrote the assignment: released when its pod ends, moves, or is still unbound after
+    # ``arbiter.unboundReleaseSeconds`` (the write was refused after admission, or Volcano
+    # discarded it); see docs/design/ledger.md "Reservations at admission".
+    admitted: bool = False
 
     def grants(self) -> Iterator[DeviceGrant]:
         for container in self.containers:
@@ -388,6 +393,8 @@ def _encode_allocation(a: Allocation) -> dict[str, Any]:
         out["adopted"] = True
     if a.committed:
         out["committed"] = True
+    if a.admitted:
+        out["admitted"] = True
     return out
 
 
@@ -481,6 +488,7 @@ def _allocation(
         str(raw.get("podGroup") or ""),  # group
         bool(raw.get("adopted", False)),
         bool(raw.get("committed", False)),
+        bool(raw.get("admitted", False)),
     )
 
 

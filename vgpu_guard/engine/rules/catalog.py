@@ -79,6 +79,11 @@ RULES: dict[str, Rule] = {
             "leave them out of pods, updates, status writes and Bindings; the allocator sets them",
         ),
         Rule(
+            "vgpu-assignment-capacity",
+            "an assignment Volcano or the device plugin writes must fit the node's GPUs in the ledger",
+            "none by hand: Volcano decides again next session; if it keeps failing, free GPUs or add nodes",
+        ),
+        Rule(
             "vgpu-prebound",
             "a vGPU pod created with spec.nodeName set skips the allocator, so its GPUs go unrecorded",
             "remove spec.nodeName; choose nodes with nodeSelector or affinity",

@@ -1,0 +1,127 @@
+"""The one ledger writer (kube/ledger_writer.py): coalesced reservations, conflicts, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from importlib import resources
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from tests.builders import default_config, gpu_node, pod, view_of
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.store import Store
+from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbitrate
+from vgpu_guard.engine.ledger import NodeLedger, decode_ledger
+from vgpu_guard.engine.pod_request import pod_request
+from vgpu_guard.kube.ledger_writer import Decide, LedgerWriteMetrics, LedgerWriter, WriteFailed
+from vgpu_guard.kube.resources import CRDS, LEDGERS
+
+NVIDIA = default_config().nvidia
+NODE = view_of([gpu_node("gpu-0", count=8)]).nodes["gpu-0"]
+
+
+def api(faults: FaultPlan | None = None) -> MemoryClusterClient:
+    store = Store()
+    text = resources.files("vgpu_guard").joinpath("data/crds/gpuledgers.vgpu-guard.io.yaml").read_text()
+    store.create(CRDS, yaml.safe_load(text))
+    return MemoryClusterClient(store, faults=faults)
+
+
+def decision(name: str, card: int, memory: int) -> Decide:
+    obj = pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": memory}, name=name)
+    obj["metadata"]["uid"] = f"uid-{name}"
+    wanted = pod_request(obj, NVIDIA)
+    assert wanted is not None
+    written = WrittenAssignment("gpu-0", f"GPU-gpu-0-{card},NVIDIA,{memory},0:;", "x", "Binding")
+
+    def decide(ledger: NodeLedger) -> Reserved | Refused:
+        return arbitrate(written, wanted, ledger=ledger, node=NODE, queue="q", now=1, nvidia=NVIDIA)
+
+    return decide
+
+
+def writer(client: MemoryClusterClient, registry: CollectorRegistry | None = None) -> LedgerWriter:
+    metrics = LedgerWriteMetrics.create(registry or CollectorRegistry(), coalescing=True)
+    return LedgerWriter(client, memory_factor=1, writer="arbiter", metrics=metrics)
+
+
+async def stored(client: MemoryClusterClient) -> NodeLedger:
+    return decode_ledger(await client.get(LEDGERS, "gpu-0"))
+
+
+async def test_a_64_pod_gang_on_one_node_is_one_batch_not_a_conflict_chain() -> None:
+    """Volcano binds a session at once: 64 bindings for 8 cards of 8 x 3 GiB each, concurrently.
+    All 64 wait before the node's batch starts: they are decided together on one ledger version
+    and written in one write, with no conflict."""
+    client, registry = api(), CollectorRegistry()
+    ledgers = writer(client, registry)
+    empty = NodeLedger("gpu-0")
+    outcomes = await asyncio.gather(
+        *(
+            ledgers.reserve("gpu-0", decision(f"w{i}", i % 8, 3072), cached=empty, info=NODE)
+            for i in range(64)
+        )
+    )
+    assert all(isinstance(o, Reserved) for o in outcomes)
+    assert len((await stored(client)).allocations) == 64
+    writes = registry.get_sample_value(
+        "vgpu_guard_ledger_writes_total", {"writer": "arbiter", "result": "written"}
+    )
+    assert writes == 1
+    assert (
+        registry.get_sample_value(
+            "vgpu_guard_ledger_writes_total", {"writer": "arbiter", "result": "conflict"}
+        )
+        is None
+    )
+    assert registry.get_sample_value("vgpu_guard_arbiter_batch_requests_count") == 1
+    assert registry.get_sample_value("vgpu_guard_arbiter_batch_requests_sum") == 64
+
+
+async def test_within_a_batch_each_request_sees_the_ones_before_it() -> None:
+    client = api()
+    ledgers = writer(client)
+    empty = NodeLedger("gpu-0")
+    outcomes = await asyncio.gather(
+        *(ledgers.reserve("gpu-0", decision(f"w{i}", 7, 12288), cached=empty, info=NODE) for i in range(3))
+    )
+    assert [type(o).__name__ for o in outcomes] == ["Reserved", "Reserved", "Refused"]
+    assert sorted(a.name for a in (await stored(client)).allocations.values()) == ["w0", "w1"]
+
+
+async def test_a_stale_cache_meets_a_conflict_and_decides_again_on_the_stored_ledger() -> None:
+    """Another replica filled the card after our cache was read: our write conflicts, the ledger is
+    read again, and the assignment is refused on what is stored."""
+    client = api()
+    other = writer(client)
+    assert isinstance(
+        await other.reserve("gpu-0", decision("a", 7, 24576), cached=NodeLedger("gpu-0"), info=NODE), Reserved
+    )
+    registry = CollectorRegistry()
+    ours = writer(client, registry)
+    stale = decode_ledger(await client.get(LEDGERS, "gpu-0"))
+    await other.reserve("gpu-0", decision("b", 6, 24576), cached=stale, info=NODE)
+    outcome = await ours.reserve("gpu-0", decision("c", 6, 1024), cached=stale, info=NODE)
+    assert isinstance(outcome, Refused)
+    assert (
+        registry.get_sample_value(
+            "vgpu_guard_ledger_writes_total", {"writer": "arbiter", "result": "conflict"}
+        )
+        == 1
+    )
+    assert registry.get_sample_value("vgpu_guard_arbiter_write_attempts_sum") == 2
+
+
+async def test_a_failed_write_answers_every_waiting_request_with_the_reason() -> None:
+    faults = FaultPlan()
+    faults.add(verb="create", resource=LEDGERS, error=unavailable_error())
+    ledgers = writer(api(faults))
+    with pytest.raises(WriteFailed, match="^writing GPULedger gpu-0 failed: "):
+        await ledgers.reserve("gpu-0", decision("a", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE)
+    # The node's next request starts afresh.
+    assert isinstance(
+        await ledgers.reserve("gpu-0", decision("b", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE),
+        Reserved,
+    )
