@@ -97,7 +97,7 @@ def test_a_files_own_nodes_are_the_cluster_for_both(
         f"vgpu-guard simulate: {both} on the scenario's own Nodes (8)"
     )
     assert first_line(capsys, "review", "-f", str(both)) == (
-        "Reviewed 12 object(s) against the input's own Nodes (8)."
+        "Reviewed 4 object(s) against the input's own Nodes (8)."
     )
     _, simulated = out_json(capsys, "simulate", "-f", str(both))
     code, review = out_json(capsys, "review", "-f", str(both))

@@ -22,13 +22,30 @@ def text(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return capsys.readouterr().out
 
 
-def test_a_denied_jobs_pods_row_says_why_before_the_warnings(capsys: pytest.CaptureFixture[str]) -> None:
-    out = text(capsys, "simulate", "-f", str(EXAMPLES / "simulate" / "ib-gang.yaml"))
+def test_a_denied_jobs_pods_row_says_why_before_the_warnings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A Job the admin may create (trustedUsers) whose pods its controller may not: the pods' row."""
+    template = {
+        "metadata": {"annotations": {"volcano.sh/vgpu-node": "gpu-0"}},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"volcano.sh/vgpu-number": 1}}}]},
+    }
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "migrated"},
+        "spec": {"minAvailable": 2, "tasks": [{"name": "w", "replicas": 2, "template": template}]},
+    }
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    (tmp_path / "config.yaml").write_text("admission: {trustedUsers: [kubernetes-admin]}\n")
+    out = text(
+        capsys, "simulate", "-f", str(tmp_path / "job.yaml"), "--config", str(tmp_path / "config.yaml")
+    )
     lines = out.splitlines()
-    row = next(i for i, line in enumerate(lines) if "pods of Job default/pretrain" in line)
+    row = next(i for i, line in enumerate(lines) if "pods of Job default/migrated" in line)
     assert lines[row].lstrip().startswith("DENIED")
     assert lines[row + 1].startswith(
-        "        [ib-cluster] metadata.annotations[scheduling.k8s.io/group-name]: "
+        "        [allocation-annotations] metadata.annotations[volcano.sh/vgpu-node]: "
     )
     assert lines[row + 2].startswith("        warning: ")
 
@@ -62,11 +79,13 @@ def test_every_line_of_a_multi_line_denial_is_indented_under_its_row(
     assert "      denied by admission: [vgpu-multi-container] " in out
 
 
-def test_a_node_has_no_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_of_nodes_is_a_cluster_not_a_list_of_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38: every Node was listed as an allowed object (issue 23: as "default/<node>")."""
     out = text(capsys, "review", "-f", str(EXAMPLES / "queue-guarantees" / "cluster.yaml"))
-    nodes = [line for line in out.splitlines() if " Node " in line]
-    assert nodes and all("default/" not in line for line in nodes)
-    assert any(line.startswith("allowed Node ") for line in nodes)
+    assert out == (
+        "Nothing to judge: the input is cluster state (8 Nodes); pass it as --cluster FILE to judge other "
+        "files against it.\n\n0 allowed, 0 denied.\n"
+    )
 
 
 def test_stdin_is_stdin_in_the_text(

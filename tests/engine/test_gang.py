@@ -243,3 +243,71 @@ def test_a_gang_whose_pods_cannot_use_any_ib_node_is_not_an_ib_gang() -> None:
     )
     assert result.decision.allowed and result.persist == ()
     assert result.object["spec"].get("affinity") is None
+
+
+# --- the Volcano Job itself: judged as the gang it will make, when it is applied ------------------
+
+
+def volcano_job(name: str, min_available: int | None, replicas: int = 8, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "volcano",
+        "tasks": [
+            {
+                "name": "worker",
+                "replicas": replicas,
+                "template": {"spec": {"containers": [{"name": "nccl", "resources": {"limits": WHOLE_CARD}}]}},
+            }
+        ],
+        **extra,
+    }
+    if min_available is not None:
+        spec["minAvailable"] = min_available
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": spec,
+    }
+
+
+JOB_DENIED = (
+    "[ib-cluster] spec.minAvailable: gang ml/big needs 8 members in one IB cluster but none can hold them "
+    "(ib-a has room for 4 (4 eligible nodes, 98304 MiB GPU memory free); ib-b has room for 2 (2 eligible "
+    "nodes, 49152 MiB GPU memory free)); lower minMember, free capacity in one cluster, or add nodes"
+)
+
+
+@pytest.mark.parametrize("min_available", [8, None], ids=["minAvailable", "every-replica"])
+def test_a_volcano_job_whose_gang_fits_no_ib_cluster_is_denied_when_applied(
+    min_available: int | None,
+) -> None:
+    """Issue 38: the Job was admitted and its 8 pods were then each refused, where no one applying
+    it looks; the Job now meets the first member's decision (the same decide_gang)."""
+    result = review(volcano_job("big", min_available), cluster())
+    assert (result.decision.allowed, result.decision.message) == (False, JOB_DENIED)
+    assert result.persist == ()  # the first member records the cluster, not the Job
+
+
+def test_a_volcano_job_whose_gang_fits_is_admitted_without_a_record() -> None:
+    result = review(volcano_job("small", 2, replicas=2), cluster())
+    assert result.decision.allowed and result.decision.warnings == () and result.persist == ()
+
+
+def test_a_volcano_job_follows_on_no_fit_and_its_update_is_not_resized() -> None:
+    unpinned = config_with(topology={"ibClusterLabel": LABEL, "onNoFit": "unpinned"})
+    assert review(volcano_job("big", 8), cluster(config=unpinned), unpinned).decision.allowed
+    # An UPDATE: its pods may hold the very GPUs a new sizing would count against it.
+    update = request_for(
+        volcano_job("big", 8), username="alice", operation="UPDATE", old=volcano_job("big", 8)
+    )
+    assert review_object(update, cluster(), CONFIG).decision.allowed
+
+
+def test_a_volcano_job_and_its_first_member_are_judged_alike() -> None:
+    from vgpu_guard.engine.volcano_job import volcano_job_pods, volcano_podgroup
+
+    job = volcano_job("big", 8)
+    (first,) = volcano_job_pods(job, limit=1)
+    member_result = review(first, cluster(volcano_podgroup(job)))
+    job_message = review(job, cluster()).decision.message
+    assert member_result.decision.message.split(": ", 1)[1] == job_message.split(": ", 1)[1]

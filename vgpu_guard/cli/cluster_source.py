@@ -12,21 +12,44 @@ used in their first line. In order:
 
 The input's own cluster-state objects (Nodes, HyperNodes...) are added on top of 1, 2 and 4, as
 ``kubectl apply`` of the same files would add them.
+
+Which input objects describe the cluster rather than ask admission for anything is decided here
+too (``is_cluster_state``), once for both commands: ``simulate`` stores them as they are, ``review``
+reads them as its cluster and judges the rest. A file's Nodes are never a verdict.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vgpu_guard.cli.documents import Document, InputError, Limits, read_documents
 
-__all__ = ["BUILTIN_CLUSTER", "BUILTIN_NAME", "ClusterSource", "add_cluster_arguments", "choose_cluster"]
+__all__ = [
+    "BUILTIN_CLUSTER",
+    "BUILTIN_NAME",
+    "ClusterSource",
+    "add_cluster_arguments",
+    "choose_cluster",
+    "is_cluster_state",
+]
 
 BUILTIN_CLUSTER = Path(__file__).resolve().parent.parent / "data" / "builtin-cluster.yaml"
 BUILTIN_NAME = "built-in example cluster"
+# Kinds that describe the cluster as it stands: stored (simulate) or read (review), never judged.
+STATE_KINDS = frozenset({"Node", "Namespace", "PriorityClass", "HyperNode", "ConfigMap"})
+
+
+def is_cluster_state(obj: Mapping[str, Any]) -> bool:
+    """True for objects that exist before the files are applied: the state kinds, and Pods that
+    already have ``spec.nodeName`` (running pods, with their assignment annotations)."""
+    if obj.get("kind") in STATE_KINDS:
+        return True
+    spec = obj.get("spec")
+    return obj.get("kind") == "Pod" and isinstance(spec, Mapping) and bool(spec.get("nodeName"))
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ __all__ = [
     "limits_from",
     "parse_documents",
     "read_documents",
+    "read_each",
     "read_files",
     "read_inputs",
     "warn_about",
@@ -327,8 +328,14 @@ def read_inputs(paths: Sequence[str], *, recursive: bool, limits: Limits = DEFAU
 def read_files(files: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> list[Document]:
     """All objects of ``files``, in order; none at all is an error, as for kubectl ("no objects
     passed"): an empty file reviewed as "0 allowed, 0 denied" reads like a pass."""
-    documents = [d for path in files for d in read_documents(path, limits)]
-    if not documents:
-        names = ", ".join(STDIN_NAME if p == "-" else p for p in files)
+    return [d for _, documents in read_each(files, limits) for d in documents]
+
+
+def read_each(files: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> list[tuple[str, list[Document]]]:
+    """Each file's name (``stdin`` for ``-``) and objects, in order; no object in any is an error
+    (``read_files``), one empty file among others is not."""
+    each = [(STDIN_NAME if path == "-" else path, read_documents(path, limits)) for path in files]
+    if not any(documents for _, documents in each):
+        names = ", ".join(name for name, _ in each)
         raise InputError(f"{names}: no Kubernetes objects (the input is empty, or only comments and ---)")
-    return documents
+    return each

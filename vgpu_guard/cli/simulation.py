@@ -44,6 +44,7 @@ from prometheus_client import CollectorRegistry
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.cli.cluster_source import is_cluster_state
 from vgpu_guard.cli.documents import Document
 from vgpu_guard.cli.scenario import Scenario
 from vgpu_guard.cli.workload_pods import expand_workload
@@ -101,8 +102,6 @@ _CRDS = (
     "data/crds/volcano/scheduling.volcano.sh_podgroups.yaml",
     "data/crds/volcano/topology.volcano.sh_hypernodes.yaml",
 )
-# Kinds that describe the cluster as it stands; stored without admission.
-_STATE_KINDS = frozenset({"Node", "Namespace", "PriorityClass", "HyperNode", "ConfigMap"})
 _MAX_ROUNDS = 50
 
 
@@ -228,14 +227,6 @@ def simulation_config(config: GuardConfig) -> tuple[GuardConfig, str]:
         )
         notes.append(f"IB clusters come from node label {SIMULATE_IB_LABEL} (simulate's default)")
     return config, "; ".join(notes)
-
-
-def is_cluster_state(obj: Mapping[str, Any]) -> bool:
-    """True for objects that exist before the story starts (stored without admission)."""
-    if obj.get("kind") in _STATE_KINDS:
-        return True
-    spec = obj.get("spec")
-    return obj.get("kind") == "Pod" and isinstance(spec, Mapping) and bool(spec.get("nodeName"))
 
 
 def confirm_allocations(store: Store) -> int:

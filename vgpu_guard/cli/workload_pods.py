@@ -9,7 +9,8 @@ happens: MIG rounding, routing). ``simulate`` reproduces that second step here, 
   batch Job -> ``min(parallelism, completions)`` pods ``<name>-<5 chars>``;
 - Volcano Job -> a PodGroup ``<job>`` (minMember = minAvailable, queue, priorityClassName) and pods
   ``<job>-<task>-<index>`` annotated with ``scheduling.k8s.io/group-name`` (what the allocator and
-  Volcano read to find the gang), with the job's ``schedulerName`` and ``priorityClassName``;
+  Volcano read to find the gang), with the job's ``schedulerName`` and ``priorityClassName``: the
+  engine's ``volcano_job``, which the Job's own admission judged as a gang;
 - DaemonSet and CronJob are admitted but make no pods: a DaemonSet's pods are placed by its own
   controller on every node, and a CronJob makes nothing until its schedule fires.
 
@@ -19,7 +20,6 @@ scenario always yields the same pod names.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -28,6 +28,7 @@ from typing import Any
 
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.engine.untrusted import as_mapping
+from vgpu_guard.engine.volcano_job import pod_from_template, volcano_job_pods, volcano_podgroup
 
 __all__ = ["CONTROLLER_USERS", "Expansion", "expand_workload"]
 
@@ -67,84 +68,12 @@ def _count(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
-def _pod(
-    template: Mapping[str, Any],
-    *,
-    name: str,
-    namespace: str,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> Obj:
-    meta = as_mapping(template.get("metadata"))
-    spec = copy.deepcopy(dict(as_mapping(template.get("spec"))))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {
-                **{str(k): str(v) for k, v in as_mapping(meta.get("labels")).items()},
-                **(labels or {}),
-            },
-            "annotations": {
-                **{str(k): str(v) for k, v in as_mapping(meta.get("annotations")).items()},
-                **(annotations or {}),
-            },
-        },
-        "spec": spec,
-    }
-
-
-def _volcano_job(job: Mapping[str, Any], name: str, namespace: str) -> Expansion:
-    spec = as_mapping(job.get("spec"))
-    tasks = [t for t in spec.get("tasks") or [] if isinstance(t, Mapping)]
-    replicas = [_count(t.get("replicas"), 1) for t in tasks]
-    queue = str(spec.get("queue") or "default")
-    priority_class = spec.get("priorityClassName")
-    scheduler = str(spec.get("schedulerName") or "volcano")
-    podgroup_spec: Obj = {"minMember": _count(spec.get("minAvailable"), sum(replicas)), "queue": queue}
-    if isinstance(priority_class, str) and priority_class:
-        podgroup_spec["priorityClassName"] = priority_class
-    podgroup: Obj = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": podgroup_spec,
-    }
-    pods: list[Obj] = []
-    for task_index, (task, count) in enumerate(zip(tasks, replicas, strict=True)):
-        task_name = str(task.get("name") or f"task{task_index}")
-        for index in range(count):
-            notes = {
-                "scheduling.k8s.io/group-name": name,
-                "volcano.sh/job-name": name,
-                "volcano.sh/queue-name": queue,
-                "volcano.sh/task-spec": task_name,
-                "volcano.sh/task-index": str(index),
-            }
-            labels = {
-                "volcano.sh/job-name": name,
-                "volcano.sh/job-namespace": namespace,
-                "volcano.sh/queue-name": queue,
-                "volcano.sh/task-spec": task_name,
-                "volcano.sh/task-index": str(index),
-            }
-            pod = _pod(
-                as_mapping(task.get("template")),
-                name=f"{name}-{task_name}-{index}",
-                namespace=namespace,
-                labels=labels,
-                annotations=notes,
-            )
-            pod_spec = pod["spec"]
-            # The job controller fills these from the job when the template leaves them out.
-            pod_spec.setdefault("schedulerName", scheduler)
-            if isinstance(priority_class, str) and priority_class:
-                pod_spec.setdefault("priorityClassName", priority_class)
-            pods.append(pod)
+def _volcano_job(job: Mapping[str, Any]) -> Expansion:
+    # engine/volcano_job.py: the same PodGroup and pods the Job's admission judged as a gang.
     return Expansion(
-        pods=tuple(pods), podgroup=podgroup, username=CONTROLLER_USERS[("batch.volcano.sh", "Job")]
+        pods=tuple(volcano_job_pods(job)),
+        podgroup=volcano_podgroup(job),
+        username=CONTROLLER_USERS[("batch.volcano.sh", "Job")],
     )
 
 
@@ -163,7 +92,7 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
     if (group, kind) not in WORKLOAD_KINDS:
         raise KeyError(f"{group}/{kind} is not a workload kind")
     if (group, kind) == ("batch.volcano.sh", "Job"):
-        return _volcano_job(workload, name, namespace)
+        return _volcano_job(workload)
     if kind in ("DaemonSet", "CronJob"):
         why = (
             "its pods are placed on every node by the DaemonSet controller"
@@ -178,7 +107,7 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
         template_hash = _suffix(f"{namespace}/{name}:{canonical}", 10)
         for index in range(_count(spec.get("replicas"), 1)):
             pods.append(
-                _pod(
+                pod_from_template(
                     template,
                     name=f"{name}-{template_hash}-{_suffix(f'{template_hash}/{index}', 5)}",
                     namespace=namespace,
@@ -187,11 +116,15 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
             )
     elif kind == "ReplicaSet":
         for index in range(_count(spec.get("replicas"), 1)):
-            pods.append(_pod(template, name=f"{name}-{_suffix(f'{name}/{index}', 5)}", namespace=namespace))
+            pods.append(
+                pod_from_template(
+                    template, name=f"{name}-{_suffix(f'{name}/{index}', 5)}", namespace=namespace
+                )
+            )
     elif kind == "StatefulSet":
         for ordinal in range(_count(spec.get("replicas"), 1)):
             pod_name = f"{name}-{ordinal}"
-            pod = _pod(
+            pod = pod_from_template(
                 template,
                 name=pod_name,
                 namespace=namespace,
@@ -207,7 +140,7 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
         parallelism = _count(spec.get("parallelism"), 1)
         for index in range(min(parallelism, completions)):
             pods.append(
-                _pod(
+                pod_from_template(
                     template,
                     name=f"{name}-{_suffix(f'{name}/{index}', 5)}",
                     namespace=namespace,

@@ -184,7 +184,13 @@ def _validate_workload(
 ) -> AdmissionDecision:
     obj = request.object or {}
     violations = validate_workload(
-        obj, view, config, username=request.username, groups=request.groups, cluster_checks=view.synced
+        obj,
+        view,
+        config,
+        username=request.username,
+        groups=request.groups,
+        cluster_checks=view.synced,
+        creating=request.operation == "CREATE",
     )
     return settle(violations, fleet_config(config, view), obj=obj)
 
