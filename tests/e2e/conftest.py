@@ -52,6 +52,8 @@ WEBHOOK_0 = "e2e-webhook-0"
 CONTROLLER_0 = "e2e-controller-0"
 
 BACKENDS = ["double", "cluster"]
+# Pools of nodes a story creates for itself (and deletes after it).
+STORY_POOLS = {"arbiter"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -162,7 +164,7 @@ def gpu_pod(
 ) -> Obj:
     """A vGPU pod as users write it for Volcano (schedulerName volcano), pinned to a suite pool."""
     limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": str(memory)}
-    assert pool in {n.pool for n in NODE_SET}, pool
+    assert pool in {n.pool for n in NODE_SET} | STORY_POOLS, pool
     return {
         "apiVersion": "v1",
         "kind": "Pod",

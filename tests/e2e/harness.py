@@ -531,8 +531,11 @@ class Guard:
         (self.workdir / "config.yaml").write_text(config)
         self._cert_files = (cert, key)
 
-    async def process(self, component: str, identity: str) -> ServeProcess:
-        """A ``serve`` process as the chart's Deployment runs it, plus local overrides."""
+    async def process(
+        self, component: str, identity: str, overrides: Mapping[str, str] | None = None
+    ) -> ServeProcess:
+        """A ``serve`` process as the chart's Deployment runs it, plus local overrides; ``overrides``:
+        more ``VGPU_GUARD__SECTION__FIELD`` settings for a story's own process."""
         if identity in self.processes:
             return self.processes[identity]
         deployment = self.deployments[f"{RELEASE}-{component}"]
@@ -554,6 +557,7 @@ class Guard:
             "VGPU_GUARD__WEBHOOK__HOST": self.host if component == "webhook" else "127.0.0.1",
             "VGPU_GUARD__WEBHOOK__TLS_CERT_FILE": str(cert),
             "VGPU_GUARD__WEBHOOK__TLS_KEY_FILE": str(key),
+            **(overrides or {}),
         }
         if component == "webhook":
             argv += ["--port", str(self.port)]
@@ -568,8 +572,10 @@ class Guard:
         self.processes[identity] = proc
         return proc
 
-    async def ensure(self, component: str, identity: str) -> ServeProcess:
-        proc = await self.process(component, identity)
+    async def ensure(
+        self, component: str, identity: str, overrides: Mapping[str, str] | None = None
+    ) -> ServeProcess:
+        proc = await self.process(component, identity, overrides)
         if not proc.running:
             await proc.start()
         await proc.wait_ready()

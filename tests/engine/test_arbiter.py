@@ -110,12 +110,19 @@ def test_the_controllers_own_committed_entry_passes_without_a_write() -> None:
     assert outcome == Reserved(mine, None)
 
 
-def test_a_re_decided_assignment_replaces_the_unbound_pods_entry() -> None:
+def test_a_second_assignment_of_one_pod_holds_both_never_replaces() -> None:
+    """The first may have reached the pod (two binders, a lost answer): both stay held."""
     first = decide(binding("GPU-gpu-0-6,NVIDIA,12288,0:;"), request("web"), NodeLedger("gpu-0"))
     assert isinstance(first, Reserved) and first.ledger is not None
     again = decide(binding("GPU-gpu-0-7,NVIDIA,12288,0:;"), request("web"), first.ledger)
     assert isinstance(again, Reserved) and again.ledger is not None
-    assert [g.uuid for a in again.ledger.allocations.values() for g in a.grants()] == ["GPU-gpu-0-7"]
+    held_now = [g.uuid for a in again.ledger.allocations.values() for g in a.grants()]
+    assert held_now == ["GPU-gpu-0-6", "GPU-gpu-0-7"]
+    # The union is judged like any gain: it cannot overflow a card either.
+    full = decide(binding("GPU-gpu-0-6,NVIDIA,24576,0:;"), request("web"), again.ledger)
+    assert isinstance(full, Reserved)
+    over = decide(binding("GPU-gpu-0-6,NVIDIA,30000,0:;"), request("web"), again.ledger)
+    assert isinstance(over, Refused)
 
 
 def update(old: dict[str, Any], new: dict[str, Any]) -> WrittenAssignment | None:

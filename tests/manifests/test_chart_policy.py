@@ -307,7 +307,11 @@ NEEDS: list[tuple[str, str, str, str, str | None, str | None]] = [
         for v in ("list", "watch")
     ],
     *[(WEBHOOK_SA, v, "topology.volcano.sh", "hypernodes", None, None) for v in ("list", "watch")],
-    *[(WEBHOOK_SA, v, "vgpu-guard.io", "gpuledgers", None, None) for v in ("get", "list", "watch")],
+    # The arbiter reserves an allocation writer's assignment in the node's ledger (issue 35).
+    *[
+        (WEBHOOK_SA, v, "vgpu-guard.io", "gpuledgers", None, None)
+        for v in ("get", "list", "watch", "create", "update")
+    ],
     *[
         (WEBHOOK_SA, v, "vgpu-guard.io", "gangplacements", "team-a", None)
         for v in ("get", "list", "watch", "create", "update")
@@ -352,7 +356,7 @@ NEEDS: list[tuple[str, str, str, str, str | None, str | None]] = [
 
 # Least privilege: things none of them may do.
 FORBIDDEN: list[tuple[str, str, str, str, str | None, str | None]] = [
-    (WEBHOOK_SA, "update", "vgpu-guard.io", "gpuledgers", "team-a", None),  # only the controller allocates
+    (WEBHOOK_SA, "delete", "vgpu-guard.io", "gpuledgers", None, None),  # releases are the controller's
     (WEBHOOK_SA, "create", "", "pods/binding", "team-a", None),
     (WEBHOOK_SA, "get", "", "secrets", NS, "someone-elses-secret"),
     (WEBHOOK_SA, "get", "", "secrets", "team-a", "vgpu-guard-tls"),

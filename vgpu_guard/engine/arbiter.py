@@ -11,9 +11,9 @@ allocation webhook, which asks this module whether the node's ledger can take th
 - the assignment is decoded exactly as the device plugin reads it (engine/assignment.py), matched
   in order to the pod's vGPU containers; a malformed device, or more entries than vGPU containers,
   is refused (the plugin would hand out something else than the ledger holds);
-- the entry replaces the pod's earlier entry on that node (a re-decided, never-bound assignment),
-  or, for a pod already bound, is merged with it holding the larger of the two (what was handed
-  out may be in use);
+- a pod's earlier entry on that node is never replaced, only raised to hold both (the larger per
+  device): the earlier assignment may have reached the pod (a second binder, a bind whose answer
+  was lost), and what was handed out stays held until the pod ends;
 - ``check_write`` judges every GPU that gains a grant against the node's registration: memory,
   cores, vGPU count, MIG slices, and devices the node does not register.
 
@@ -203,18 +203,15 @@ def arbitrate(
         )
     entry = replace(adoption.allocation, adopted=False, admitted=True, reserved_at=now)
     existing = ledger.allocations.get(pod.uid)
-    if existing is not None and written.bound:
-        merged, findings = hold_larger(
-            existing,
-            decode_assignment_entries(written.raw).containers,
-            memory_factor=nvidia.gpu_memory_factor,
-        )
+    if existing is not None:
+        # Never replaced, only raised: the pod may already be bound with the earlier assignment (a
+        # second binder, or a bind that failed on its way back), and what was handed out stays
+        # held until the pod ends. Our own controller's committed entry matches and passes as is.
+        decoded = decode_assignment_entries(written.raw).containers
+        merged, findings = hold_larger(existing, decoded, memory_factor=nvidia.gpu_memory_factor)
         if not findings:
             return Reserved(existing, None)
         entry = merged
-    elif existing is not None and list(existing.grants()) == list(entry.grants()):
-        # Our own controller's binding (committed before it binds), or a retried write.
-        return Reserved(existing, None)
     after = ledger.without(pod.uid).with_allocation(entry)
     problems = check_write(ledger, after, node, memory_factor=nvidia.gpu_memory_factor)
     if problems:

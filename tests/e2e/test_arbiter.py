@@ -1,0 +1,197 @@
+"""The ledger arbiter end to end (issue 35): Volcano schedules, every assignment it writes is arbitrated.
+
+Both backends, the webhook process in the mode a Volcano user runs (``scheduling.routing`` off:
+vGPU pods keep ``schedulerName: volcano``), and a test binder that writes exactly what Volcano
+writes (tests/e2e/volcano.py: the annotated Binding of >= 1.16, the patch-then-bind of 1.10-1.15)
+from a deliberately stale view. What is checked comes from the pods' own ``vgpu-ids-new``, not
+from our ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod
+from tests.e2e.harness import GpuNode, until
+from tests.e2e.volcano import Binder, Device, Version, volcano_client
+from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.kube.errors import KubeError, NotFound
+from vgpu_guard.kube.resources import LEDGERS, NODES, PODS
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+Obj = dict[str, Any]
+WEBHOOK = "pod-allocations.vgpu-guard.io"
+VOLCANO_MODE = "e2e-webhook-volcano"
+CARD = 24576
+A10 = "NVIDIA-NVIDIA A10"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def volcano_mode(env: Env) -> AsyncIterator[AioClusterClient]:
+    """The webhook as a Volcano user runs it (routing off), and a client that is Volcano's scheduler."""
+    await env.guard.processes[WEBHOOK_0].stop()
+    await env.guard.ensure("webhook", VOLCANO_MODE, {"VGPU_GUARD__SCHEDULING__ROUTING": "false"})
+    async with volcano_client(env.backend, env.api) as volcano:
+        yield volcano
+
+
+def notes(pod: Obj) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def used_per_gpu(pods: list[Obj]) -> dict[str, int]:
+    """MiB per GPU as the bound pods' own ``vgpu-ids-new`` claim them (the device plugin's truth)."""
+    used: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        if not pod["spec"].get("nodeName"):
+            continue
+        for record in notes(pod).get("volcano.sh/vgpu-ids-new", "").replace(";", ":").split(":"):
+            if record.strip():
+                uuid, _, memory, _ = record.split(",")
+                used[uuid] += int(memory)
+    return dict(used)
+
+
+async def create_pods(env: Env, names: list[str], memory: int, pool: str) -> list[Obj]:
+    created = []
+    for name in names:
+        pod, _ = await env.create(PODS, gpu_pod(name, memory, pool=pool))
+        assert pod["spec"]["schedulerName"] == "volcano"  # routing off: Volcano keeps its pods
+        created.append(pod)
+    return created
+
+
+@pytest.mark.parametrize("version", ["1.16", "1.15"])
+async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_third_is_refused(
+    env: Env, volcano_mode: AioClusterClient, version: Version
+) -> None:
+    """#3616's stale cache: Volcano puts three 12 GiB pods on the last free 24 GiB card in one session
+    (bindings sent concurrently). Two land; the third assignment is denied before it reaches the pod,
+    with the card's numbers and holders, and the pod stays Pending for Volcano's next session."""
+    names = ["web-0", "web-1", "web-2"]
+    pods = await create_pods(env, names, 12288, "seed-000")
+    binder = Binder(volcano_mode, version)
+    device = [Device("GPU-e2e-a10-0-0", 12288)]
+    outcomes = await asyncio.gather(
+        *(binder.bind(p, "e2e-a10-0", device) for p in pods), return_exceptions=True
+    )
+    refused = [(n, o) for n, o in zip(names, outcomes, strict=True) if isinstance(o, BaseException)]
+    assert len(refused) == 1, outcomes
+    ((loser, error),) = refused
+    winners = sorted(n for n in names if n != loser)
+    assert isinstance(error, KubeError) and error.code == 403
+    holders = ", ".join(f"{env.ns}/{n}" for n in winners)
+    assert error.message == (
+        f'admission webhook "{WEBHOOK}" denied the request: [vgpu-assignment-capacity] '
+        "metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
+        f"of {CARD} MiB, 12288 MiB asked (held by {holders}); the assignment of pod {env.ns}/{loser} is "
+        "refused before it lands, and Volcano decides again on its next session"
+    )
+    # Volcano's next session, on fresh data: no card has room, so it binds nothing and the pod waits.
+    stored = {p["metadata"]["name"]: p for p in await env.pods()}
+    assert used_per_gpu(list(stored.values())) == {"GPU-e2e-a10-0-0": CARD}
+    assert not stored[loser]["spec"].get("nodeName")
+    assert "volcano.sh/vgpu-ids-new" not in notes(stored[loser])
+    assert {n for n, p in stored.items() if p["spec"].get("nodeName") == "e2e-a10-0"} == set(winners)
+    ledger = await env.ledger("e2e-a10-0")
+    assert ledger is not None
+    entries = {a["name"]: a for a in ledger["spec"]["allocations"] if a["namespace"] == env.ns}
+    assert sorted(entries) == winners
+    assert all(e.get("admitted") is True for e in entries.values())
+
+
+# -- many assignments at once, from two stale binders --------------------------------------------
+POOL = "arbiter"
+ARBITER_NODES = [
+    GpuNode(f"e2e-arb-{i}", POOL, tuple((f"GPU-e2e-arb-{i}-{c}", CARD, A10, "hami-core") for c in range(2)))
+    for i in range(20)
+]
+MEMORY = (4096, 8192, 12288)
+PODS_EACH = 500  # placed by both binders: 1,000 assignments
+
+
+@contextlib.asynccontextmanager
+async def arbiter_nodes(env: Env) -> AsyncIterator[None]:
+    """20 two-card nodes of their own, gone (with their ledgers) after the story."""
+    now = datetime.now(UTC)
+    try:
+        for spec in ARBITER_NODES:
+            await env.api.create(NODES, spec.node())
+            await env.api.patch(NODES, spec.name, spec.status(now), subresource="status")
+        yield
+    finally:
+        for spec in ARBITER_NODES:
+            with contextlib.suppress(NotFound):
+                await env.api.delete(NODES, spec.name)
+            with contextlib.suppress(NotFound):
+                await env.api.delete(LEDGERS, spec.name)
+
+
+async def place_all(binder: Binder, pods: list[Obj], rng: random.Random) -> tuple[int, int]:
+    """Every pod to a random card of a random node, believing every card empty (a stale cache),
+    16 bindings in flight at a time as a session's go out. Returns (bound, refused)."""
+    gate = asyncio.Semaphore(16)
+    plan = [(pod, rng.choice(ARBITER_NODES), rng.randrange(2)) for pod in rng.sample(pods, len(pods))]
+
+    async def one(pod: Obj, node: GpuNode, card: int) -> bool:
+        memory = int(pod["spec"]["containers"][0]["resources"]["limits"]["volcano.sh/vgpu-memory"])
+        async with gate:
+            try:
+                await binder.bind(pod, node.name, [Device(node.gpus[card][0], memory)])
+            except KubeError:
+                return False  # denied by the arbiter, or the pod was bound by the other binder
+            return True
+
+    done = await asyncio.gather(*(one(*step) for step in plan))
+    return sum(done), len(done) - sum(done)
+
+
+async def test_1000_concurrent_assignments_from_two_stale_binders_never_overcommit(
+    env: Env, volcano_mode: AioClusterClient
+) -> None:
+    """Two Volcano binders (>= 1.16 and 1.10-1.15 sequences) place the same 500 pods at once on 20
+    nodes from stale views: 1,000 assignments. No GPU ends over its memory by what the bound pods'
+    own annotations claim, and once the controller has caught up no ledger entry is left for a pod
+    that is not bound to that entry's node."""
+    rng = random.Random(35)
+    async with arbiter_nodes(env):
+        await asyncio.sleep(1)  # the webhook's node cache (a refusal for an unknown node is safe anyway)
+        pods = []
+        for i in range(PODS_EACH):
+            pod, _ = await env.create(PODS, gpu_pod(f"p{i:03}", rng.choice(MEMORY), pool=POOL))
+            pods.append(pod)
+        new, old = Binder(volcano_mode, "1.16"), Binder(volcano_mode, "1.15")
+        results = await asyncio.gather(
+            place_all(new, pods, random.Random(1)), place_all(old, pods, random.Random(2))
+        )
+        stored = await env.pods()
+        bound = [p for p in stored if p["spec"].get("nodeName")]
+        over = {uuid: mib for uuid, mib in used_per_gpu(stored).items() if mib > CARD}
+        print(f"binders (bound, refused): {results}; pods bound: {len(bound)}")
+        assert over == {}
+        assert len(bound) >= 40, "every card holds at least one pod"
+        for pod in bound:
+            ids = notes(pod)["volcano.sh/vgpu-ids-new"]
+            assert ids.startswith(f"GPU-{pod['spec']['nodeName']}-"), (pod["metadata"]["name"], ids)
+        placed = {p["metadata"]["uid"]: p["spec"]["nodeName"] for p in bound}
+
+        async def leftovers() -> bool:
+            stray = []
+            for spec in ARBITER_NODES:
+                ledger = await env.ledger(spec.name)
+                for entry in (ledger or {}).get("spec", {}).get("allocations", []):
+                    if placed.get(entry["podUID"]) != spec.name:
+                        stray.append((spec.name, entry["name"]))
+            return not stray
+
+        await until("no ledger entry for a pod not bound to its node", leftovers, within=60.0)
