@@ -3,7 +3,7 @@
 Trimmed from the openAPIV3Schema of kubernetes-sigs/wg-policy-prototypes
 policy-report/crd/v1alpha2/wgpolicyk8s.io_clusterpolicyreports.yaml (commit 037274b4aefe); the
 namespaced PolicyReport CRD has the same schema. Kept: the fields we emit and their types and
-enums; dropped: descriptions, ``resourceSelector``, ``scopeSelector``, ``timestamp``. Added:
+enums; dropped: descriptions, ``resourceSelector``, ``scopeSelector``. Added:
 ``additionalProperties: false`` on results, resources and summary (the API server would silently
 prune unknown fields; the test should see them instead) and ``apiVersion``/``kind`` consts.
 """
@@ -47,6 +47,12 @@ POLICY_REPORT_SCHEMA: dict[str, Any] = {
                     "scored": {"type": "boolean"},
                     "severity": {"enum": ["high", "low", "medium"]},
                     "source": {"type": "string"},
+                    "timestamp": {
+                        "type": "object",
+                        "required": ["nanos", "seconds"],
+                        "additionalProperties": False,
+                        "properties": {"nanos": {"type": "integer"}, "seconds": {"type": "integer"}},
+                    },
                 },
             },
         },

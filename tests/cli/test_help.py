@@ -11,6 +11,7 @@ REVIEW_HELP = """\
 usage: vgpu-guard review [-h] -f FILE [-R] [--max-bytes N] [--max-documents N]
                          [--cluster FILE | --kubeconfig PATH] [--context NAME] [--config FILE]
                          [--device-config FILE] [--as USERNAME] [-o {text,json,yaml,policyreport}]
+                         [--exit-zero]
 
 Run exactly the webhook's decision code on every object in the files.
 
@@ -23,7 +24,7 @@ options:
   --max-bytes N         refuse an input file larger than N bytes (default: 16777216)
   --max-documents N     refuse an input file of more than N YAML documents (default: 10000)
   --cluster FILE        YAML of Nodes, Queues, PodGroups (HyperNodes...) describing the cluster to
-                        judge against (default: the input's own Nodes, or the built-in example
+                        judge against (default: each file's own Nodes, or the built-in example
                         cluster when it has none)
   --kubeconfig PATH     read the cluster to judge against from a live API server, read-only: its
                         Nodes, Queues, PodGroups and HyperNodes (nothing is written)
@@ -34,6 +35,8 @@ options:
   -o {text,json,yaml,policyreport}, --output {text,json,yaml,policyreport}
                         output format (default: text); each is described under 'output formats'
                         below
+  --exit-zero           exit 0 when objects are denied (the output still says so): to publish a
+                        report from CI
 
 output formats (-o):
   text          a readable summary (the default)
@@ -42,10 +45,12 @@ output formats (-o):
                 schema: docs/review-report.schema.json
   yaml          the same document as json, in YAML
   policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
-                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them: a
+                policy per rule family with category and severity, results only for judged
+                objects, named after the input
 
 exit codes:
-  0  every object allowed (warnings, mutations and audit findings allowed too)
+  0  every object allowed (warnings, mutations and audit findings allowed too), or --exit-zero
   1  at least one object denied
   2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
      or a --kubeconfig that cannot be read
@@ -88,7 +93,9 @@ output formats (-o):
                 summary; schema: docs/simulate.schema.json
   yaml          the same document as json, in YAML
   policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
-                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them: a
+                policy per rule family with category and severity, results only for judged
+                objects, named after the input
 
 exit codes:
   0  the simulation completed, whatever it found (denials and Pending pods are outcomes)

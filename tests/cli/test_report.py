@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,12 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.builders import pod
+from tests.builders import gpu_node, pod
 from tests.cli.policyreport_schema import POLICY_REPORT_SCHEMA
 from vgpu_guard.cli.app import run
+from vgpu_guard.cli.policy_report import report_name
+from vgpu_guard.engine.rules.catalog import RULES
+from vgpu_guard.engine.rules.families import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -123,10 +128,11 @@ def test_review_policyreport_validates_against_the_crd_schema(capsys: pytest.Cap
         ("PolicyReport", "default"),
     ]
     namespaced = reports[1]
-    assert namespaced["summary"] == {"pass": 0, "fail": 4, "warn": 0, "error": 0, "skip": 0}
+    # 4 violations; a pass for each family of each object that found nothing (3 objects x 4 - 3).
+    assert namespaced["summary"] == {"pass": 9, "fail": 4, "warn": 0, "error": 0, "skip": 0}
     first = namespaced["results"][0]
-    assert first["policy"] == "vgpu-guard" and first["rule"] == "vgpu-memory-unit"
-    assert first["result"] == "fail"
+    assert (first["policy"], first["rule"]) == ("vgpu-request-values", "vgpu-memory-unit")
+    assert (first["category"], first["severity"], first["result"]) == ("vGPU requests", "medium", "fail")
     assert first["resources"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "memory-in-gib", "namespace": "default"}
     ]
@@ -175,4 +181,138 @@ def test_a_finding_the_fleet_admits_is_reported_as_the_warning_it_was(
         ]
     )
     report = yaml.safe_load(capsys.readouterr().out)
-    assert code == 0 and {r["result"] for r in report["results"]} == {"warn", "pass"}  # pass: the mutation
+    # pass: the families that found nothing (isolation, request values, assignments)
+    assert code == 0 and {r["result"] for r in report["results"]} == {"warn", "pass"}
+
+
+# --- the PolicyReport as Kyverno's read (issue 38) ----------------------------------------------------
+
+NODE = gpu_node("a30", count=1)
+PRIORITY = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
+NGINX = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web"},
+    "spec": {"containers": [{"name": "w", "image": "nginx"}]},
+}
+
+
+def test_the_policyreport_golden(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One policy per rule family with category and severity, a timestamp per result, a name from
+    the input, and results only for the judged: no row for the Node, the PriorityClass or nginx."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1750000000")
+    monkeypatch.chdir(tmp_path)
+    gib = pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": "12Gi"}, name="gib")
+    Path("team-a.yaml").write_text(yaml.safe_dump_all([NODE, PRIORITY, NGINX, gib]))
+    assert run(["review", "-f", "team-a.yaml", "-o", "policyreport"]) == 1
+    reports = list(yaml.safe_load_all(capsys.readouterr().out))
+    resource = {"apiVersion": "v1", "kind": "Pod", "name": "gib", "namespace": "default"}
+    stamp = {"seconds": 1750000000, "nanos": 0}
+
+    def passed(policy: str, category: str, severity: str, description: str) -> dict[str, Any]:
+        return {
+            "policy": policy,
+            "rule": policy,
+            "category": category,
+            "severity": severity,
+            "result": "pass",
+            "message": f"passed: {description}",
+            "scored": True,
+            "source": "vgpu-guard",
+            "properties": {"input": "team-a.yaml#4"},
+            "timestamp": stamp,
+            "resources": [resource],
+        }
+
+    path = "spec.containers[0].resources.limits[volcano.sh/vgpu-memory]"
+    assert reports == [
+        {
+            "apiVersion": "wgpolicyk8s.io/v1alpha2",
+            "kind": "PolicyReport",
+            "metadata": {
+                "name": "vgpu-guard-review-team-a",
+                "labels": {"app.kubernetes.io/managed-by": "vgpu-guard"},
+                "namespace": "default",
+            },
+            "summary": {"pass": 3, "fail": 1, "warn": 0, "error": 0, "skip": 0},
+            "results": [
+                {
+                    "policy": "vgpu-request-values",
+                    "rule": "vgpu-memory-unit",
+                    "category": "vGPU requests",
+                    "severity": "medium",
+                    "result": "fail",
+                    "message": f"{path}: 12Gi has a unit suffix but vgpu-memory counts MiB (12Gi would mean "
+                    "12884901888 MiB); write 12288",
+                    "scored": True,
+                    "source": "vgpu-guard",
+                    "properties": {"action": "deny", "path": path, "input": "team-a.yaml#4"},
+                    "timestamp": stamp,
+                    "resources": [resource],
+                },
+                passed(
+                    "vgpu-fleet-capacity",
+                    "GPU capacity",
+                    "medium",
+                    "vGPU requests some node of the fleet can hold",
+                ),
+                passed(
+                    "vgpu-isolation",
+                    "vGPU isolation",
+                    "high",
+                    "containers that cannot escape or blur their vGPU slice",
+                ),
+                passed(
+                    "gpu-assignment-integrity",
+                    "GPU assignments",
+                    "high",
+                    "GPU assignments written only by the allocators, and only where the GPUs are free",
+                ),
+            ],
+        }
+    ]
+    jsonschema.Draft202012Validator(POLICY_REPORT_SCHEMA).validate(reports[0])
+
+
+def test_exit_zero_publishes_the_report_of_a_denial(capsys: pytest.CaptureFixture[str]) -> None:
+    """CI writes the report and uploads it; without --exit-zero it needed `|| true`, which also
+    hides an unreadable input (exit 2, still returned)."""
+    assert run(["review", "-f", str(DENIALS), "-o", "policyreport", "--exit-zero"]) == 0
+    (report,) = yaml.safe_load_all(capsys.readouterr().out)
+    assert report["summary"]["fail"] == 4
+    assert run(["review", "-f", str(DENIALS), "--exit-zero"]) == 0
+    assert capsys.readouterr().out.endswith("0 allowed, 3 denied.\n")
+    assert run(["review", "-f", str(ROOT / "no-such-file.yaml"), "--exit-zero"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("command", "inputs", "name"),
+    [
+        ("review", ["examples/denials/pods.yaml"], "vgpu-guard-review-examples-denials-pods"),
+        ("review", ["-"], "vgpu-guard-review-stdin"),
+        ("simulate", ["default-scenario"], "vgpu-guard-simulate-default-scenario"),
+        ("review", ["examples/", "team_B/Queues.yml"], "vgpu-guard-review-examples-team-b-queues"),
+        (
+            "review",
+            ["/tmp/pytest-of-ci/pytest-1234/test_a_very_long_name0/cluster/workloads.yaml"],
+            "vgpu-guard-review-tmp-pytest-of-ci-pytest-1234-test-a-a907b518",
+        ),
+    ],
+)
+def test_the_report_is_named_after_its_input(command: str, inputs: list[str], name: str) -> None:
+    assert report_name(command, inputs) == name
+    assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
+
+
+def test_every_rule_has_one_family() -> None:
+    """A rule outside every family would reach reports with no policy, category or severity."""
+    counts = Counter(rule for family in FAMILIES for rule in family.rules)
+    assert set(counts) == set(RULES)
+    assert {rule for rule, n in counts.items() if n > 1} == set()

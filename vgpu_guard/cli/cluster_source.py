@@ -64,14 +64,15 @@ class ClusterSource:
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, what: str) -> None:
-    """``--cluster FILE`` or ``--kubeconfig PATH`` [``--context NAME``], the same on both commands."""
+    """``--cluster FILE`` or ``--kubeconfig PATH`` [``--context NAME``], the same on both commands
+    (``what``: the files' name in the help, "each file" when every file has its own cluster)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--cluster",
         metavar="FILE",
         help=(
             "YAML of Nodes, Queues, PodGroups (HyperNodes...) describing the cluster to judge "
-            f"against (default: the {what}'s own Nodes, or the built-in example cluster when it has none)"
+            f"against (default: {what}'s own Nodes, or the built-in example cluster when it has none)"
         ),
     )
     group.add_argument(

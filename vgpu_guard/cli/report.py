@@ -1,12 +1,11 @@
-"""The rule-level report of ``review`` and ``simulate`` (``-o json|yaml``) and its PolicyReport form.
+"""The rule-level report of ``review`` and ``simulate`` (``-o json|yaml``).
 
 One result per finding: every violation a rule raised on an object (``deny``, ``warn`` or ``audit``,
 as its decision applied it: the configured action, or warn for a capacity rule on a fleet that
 scales) and every JSON-patch operation the mutation made
 (``mutate``). CI reads ``rule``, ``path`` and ``action`` without parsing messages; the shape is
 published in docs/review-report.schema.json. ``-o policyreport`` turns the same results into
-``wgpolicyk8s.io/v1alpha2`` PolicyReport objects (one per namespace, a ClusterPolicyReport for
-cluster-scoped objects), the form Kyverno's reports take.
+``wgpolicyk8s.io/v1alpha2`` reports (policy_report.py).
 """
 
 from __future__ import annotations
@@ -18,16 +17,12 @@ from vgpu_guard.cli.admission_entries import CLUSTER_SCOPED
 from vgpu_guard.engine.admission import ReviewResult
 from vgpu_guard.engine.config import Action
 
-__all__ = ["ACTIONS", "POLICY", "policy_reports", "rule_results", "summary"]
+__all__ = ["ACTIONS", "MUTATION_RULE", "rule_results", "summary"]
 
 ACTIONS = ("deny", "warn", "audit", "mutate")
-# The policy name results carry in a PolicyReport (and its ``source``).
-POLICY = "vgpu-guard"
 # Rule name of a mutation result: the webhook's mutation has no rule ids of its own.
 MUTATION_RULE = "mutation"
 _ACTION = {Action.ENFORCE: "deny", Action.WARN: "warn", Action.AUDIT: "audit"}
-# PolicyReport result per action: a recorded (audit) finding is a failure the report keeps.
-_RESULT = {"deny": "fail", "warn": "warn", "audit": "fail", "mutate": "pass"}
 
 
 def _fix(message: str) -> str:
@@ -91,64 +86,3 @@ def summary(objects: int, denied: int, results: list[dict[str, Any]]) -> dict[st
     """Counts: objects, allowed, denied, and results per action."""
     counts = {action: sum(1 for r in results if r["action"] == action) for action in ACTIONS}
     return {"objects": objects, "allowed": objects - denied, "denied": denied, **counts}
-
-
-def policy_reports(reviewed: list[tuple[str, ReviewResult]]) -> list[dict[str, Any]]:
-    """``wgpolicyk8s.io/v1alpha2`` reports: one PolicyReport per namespace, one ClusterPolicyReport.
-
-    An object without findings gets one ``pass`` result (rule ``admission``), as Kyverno reports a
-    rule that matched and passed; a denial is ``fail``, a warning ``warn``.
-    """
-    by_scope: dict[str, list[dict[str, Any]]] = {}
-    for source, result in reviewed:
-        ref = _ref(source, result.object)
-        resource = {k: ref[k] for k in ("apiVersion", "kind", "name")}
-        if ref["namespace"]:
-            resource["namespace"] = ref["namespace"]
-        findings = rule_results([(source, result)])
-        entries = [
-            {
-                "policy": POLICY,
-                "rule": r["rule"],
-                "result": _RESULT[r["action"]],
-                "message": f"{r['path']}: {r['message']}",
-                "scored": True,
-                "source": POLICY,
-                "resources": [resource],
-                "properties": {"action": r["action"], "path": r["path"], "input": source},
-            }
-            for r in findings
-        ] or [
-            {
-                "policy": POLICY,
-                "rule": "admission",
-                "result": "pass",
-                "message": "allowed",
-                "scored": True,
-                "source": POLICY,
-                "resources": [resource],
-                "properties": {"action": "allow", "input": source},
-            }
-        ]
-        by_scope.setdefault(ref["namespace"], []).extend(entries)
-    reports = []
-    for namespace, results in sorted(by_scope.items()):
-        counts = {
-            k: sum(1 for r in results if r["result"] == k) for k in ("pass", "fail", "warn", "error", "skip")
-        }
-        metadata: dict[str, Any] = {
-            "name": f"{POLICY}-review",
-            "labels": {"app.kubernetes.io/managed-by": POLICY},
-        }
-        if namespace:
-            metadata["namespace"] = namespace
-        reports.append(
-            {
-                "apiVersion": "wgpolicyk8s.io/v1alpha2",
-                "kind": "PolicyReport" if namespace else "ClusterPolicyReport",
-                "metadata": metadata,
-                "summary": counts,
-                "results": results,
-            }
-        )
-    return reports

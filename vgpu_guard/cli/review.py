@@ -40,7 +40,8 @@ from vgpu_guard.cli.documents import (
     read_each,
     warn_about,
 )
-from vgpu_guard.cli.report import policy_reports, rule_results, summary
+from vgpu_guard.cli.policy_report import policy_reports, report_name, report_time
+from vgpu_guard.cli.report import rule_results, summary
 from vgpu_guard.cli.wording import plural
 from vgpu_guard.cli.workload_pods import CONTROLLER_USERS
 from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
@@ -65,7 +66,7 @@ __all__ = [
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "policyreport")
 EPILOG = """exit codes:
-  0  every object allowed (warnings, mutations and audit findings allowed too)
+  0  every object allowed (warnings, mutations and audit findings allowed too), or --exit-zero
   1  at least one object denied
   2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
      or a --kubeconfig that cannot be read"""
@@ -81,7 +82,9 @@ def output_formats(json_help: str) -> str:
   json          {json_help}
   yaml          the same document as json, in YAML
   policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
-                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them"""
+                a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them: a
+                policy per rule family with category and severity, results only for judged
+                objects, named after the input"""
 
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +107,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_input_arguments(parser, metavar="FILE", what="objects to review", required=True)
-    add_cluster_arguments(parser, what="input")
+    add_cluster_arguments(parser, what="each file")
     parser.add_argument("--config", metavar="FILE", help="vgpu-guard config file")
     parser.add_argument(
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
@@ -116,6 +119,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="user the requests come from (default: kubernetes-admin)",
     )
     add_output_argument(parser)
+    parser.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 when objects are denied (the output still says so): to publish a report from CI",
+    )
     parser.set_defaults(func=run)
 
 
@@ -291,11 +299,12 @@ def run(args: argparse.Namespace) -> int:
     pairs = [(d.source, r) for g in groups for d, r in g.reviewed]
     denied = sum(1 for _, r in pairs if not r.decision.allowed)
     if args.output == "policyreport":
-        sys.stdout.write(dump_yaml_all(policy_reports(pairs)))
+        name = report_name("review", args.filename)
+        sys.stdout.write(dump_yaml_all(policy_reports(pairs, config=config, name=name, now=report_time())))
     elif args.output == "json":
         sys.stdout.write(json.dumps(_report(groups), indent=2) + "\n")
     elif args.output == "yaml":
         sys.stdout.write(dump_yaml(_report(groups)))
     else:
         sys.stdout.write(_text(groups))
-    return EXIT_OK if denied == 0 else EXIT_DENIED
+    return EXIT_OK if denied == 0 or args.exit_zero else EXIT_DENIED

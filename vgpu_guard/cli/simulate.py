@@ -17,11 +17,12 @@ from typing import Any
 
 from vgpu_guard.cli.cluster_source import ClusterSource, add_cluster_arguments, choose_cluster
 from vgpu_guard.cli.documents import InputError, add_input_arguments, limits_from, warn_about
-from vgpu_guard.cli.report import policy_reports, rule_results, summary
+from vgpu_guard.cli.policy_report import policy_reports, report_name
+from vgpu_guard.cli.report import rule_results, summary
 from vgpu_guard.cli.review import add_output_argument, output_formats
 from vgpu_guard.cli.scenario import Scenario, default_scenario, load_scenario
 from vgpu_guard.cli.simulate_report import to_json, to_text
-from vgpu_guard.cli.simulation import SimulationError, simulate
+from vgpu_guard.cli.simulation import EPOCH, SimulationError, simulate, simulation_config
 from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
 from vgpu_guard.configfile import ConfigError, load_config
 
@@ -56,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
     )
-    add_cluster_arguments(parser, what="scenario")
+    add_cluster_arguments(parser, what="the scenario")
     add_output_argument(parser)
     parser.set_defaults(func=run)
 
@@ -96,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     pairs = [(a.source, a.result) for a in result.admission]
     if args.output == "policyreport":
-        sys.stdout.write(dump_yaml_all(policy_reports(pairs)))
+        # Stamped with the simulated clock's start: the same scenario prints the same report.
+        name = report_name("simulate", args.filename or ["default-scenario"])
+        judged_with = simulation_config(config)[0]  # IB pinning on, as the run had it
+        reports = policy_reports(pairs, config=judged_with, name=name, now=int(EPOCH))
+        sys.stdout.write(dump_yaml_all(reports))
     elif args.output in ("json", "yaml"):
         results = rule_results(pairs)
         denied = sum(1 for a in result.admission if not a.result.decision.allowed)
