@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import re
 import shlex
@@ -31,7 +32,8 @@ import yaml
 
 from tests.e2e.clients import GOLDEN, REPO, Helm, Kubectl, Run, assert_golden, kubectl_binary, normalise
 from tests.e2e.conftest import Env, gpu_pod, plain_pod
-from tests.e2e.harness import CONTROLLER_SA, NAMESPACE, POOL_LABEL, WEBHOOK_SA, Guard, until
+from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, NAMESPACE, POOL_LABEL, WEBHOOK_SA, Guard, until
+from tests.manifests.chart import render_objects
 from vgpu_guard.cli.documents import parse_documents
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -307,24 +309,71 @@ async def test_kubectl_auth_can_i(env: Env, kubectl: Kubectl) -> None:
 
 
 # -- Helm -----------------------------------------------------------------------------------------
-def _helm_values(guard: Guard, **config: Any) -> dict[str, Any]:
-    """The chart pointed at the suite's local webhook, installed beside the suite's own release.
+README_PLACEHOLDERS = {
+    "<your registry>": "registry.example.internal",
+    "<your IB cluster node label>": IB_LABEL,
+}
+# Nothing runs the chart's pods here (no kubelet): a node label no node has keeps kube-scheduler from
+# binding them to the suite's nodes, where their deletion on uninstall would never finish.
+UNSCHEDULABLE = {"e2e.vgpu-guard.io/no-kubelet-here": "true"}
 
-    ``crds.install=false``: the suite's release already installed the CRDs and Helm never adopts
-    objects another owner created. ``cleanup.enabled=false``: the pre-delete hook is a Job, and no
-    kubelet runs pods here; Helm deletes the webhook configurations with the release anyway.
+
+def _set_value(values: dict[str, Any], key: str, text: str) -> None:
+    """``helm --set key=text``: dotted keys nest, true/false/null and integers are typed."""
+    value: Any = {"true": True, "false": False, "null": None}.get(text, text)
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+        value = int(value)
+    *parents, leaf = key.split(".")
+    for part in parents:
+        values = values.setdefault(part, {})
+    values[leaf] = value
+
+
+def readme_helm_values() -> dict[str, Any]:
+    """The ``--set`` values of the README's ``helm install`` line, placeholders filled in."""
+    text = README.read_text()
+    section = text[text.index("## Install with Helm") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "the README's Install with Helm section has no sh block"
+    # The placeholders are filled in as the reader would, before the shell reads the line.
+    line = block.group(1).replace("\\\n", " ")
+    for placeholder, stand_in in README_PLACEHOLDERS.items():
+        line = line.replace(placeholder, stand_in)
+    assert "<" not in line, f"README placeholder without a stand-in: {line}"
+    words = shlex.split(line)
+    assert words[:2] == ["helm", "install"], words
+    values: dict[str, Any] = {}
+    for flag, assignment in itertools.pairwise(words):
+        if flag == "--set":
+            key, _, value = assignment.partition("=")
+            _set_value(values, key, value)
+    assert values, "the README's helm install sets no value"
+    return values
+
+
+def _helm_values(guard: Guard, backend: str, **config: Any) -> dict[str, Any]:
+    """The README's values, installed beside the suite's own release, its webhooks pointed at the
+    suite's local webhook.
+
+    What the suite must add: ``crds.install=false`` (the suite's release already installed the CRDs
+    and Helm never adopts objects another owner created); ``cleanup.enabled=false`` (the pre-delete
+    hook is a Job that no kubelet runs, so Helm would wait for it; its objects are judged by the
+    server with a dry run instead); the Deployments' pods kept off the kubelet-less nodes. On the
+    double the Deployments are off: it serves no Deployments, Services or PodDisruptionBudgets
+    (docs/apidouble.md); the real server judges them.
     """
-    return {
-        "webhook": {"enabled": False},
-        "controller": {"enabled": False},
-        "cleanup": {"enabled": False},
-        "crds": {"install": False},
-        "webhooks": {
-            "urlOverride": f"https://{guard.host}:{guard.port}",
-            "caBundle": base64.b64encode(guard.ca_pem).decode(),
-        },
-        "config": config,
+    values = readme_helm_values()
+    values["crds"] = {"install": False}
+    values["cleanup"] = {"enabled": False}
+    values["webhooks"] = {
+        "urlOverride": f"https://{guard.host}:{guard.port}",
+        "caBundle": base64.b64encode(guard.ca_pem).decode(),
     }
+    for component in ("webhook", "controller"):
+        values[component] = {"nodeSelector": UNSCHEDULABLE} if backend != "double" else {"enabled": False}
+    for key, value in config.items():
+        values.setdefault("config", {}).setdefault(key, {}).update(value)
+    return values
 
 
 async def _webhook_configs(kubectl: Kubectl) -> list[str]:
@@ -333,19 +382,76 @@ async def _webhook_configs(kubectl: Kubectl) -> list[str]:
     return [line for line in out.stdout.splitlines() if HELM_RELEASE in line]
 
 
+def _dropped(sent: Any, stored: Any, path: str = "") -> list[str]:
+    """Paths of ``sent`` that ``stored`` lacks: fields the server dropped (it keeps what it knows;
+    a zero value such as ``value: ""`` is left out by the server's ``omitempty``, not dropped)."""
+    if isinstance(sent, dict):
+        if not isinstance(stored, dict):
+            return [path or "."]
+        out: list[str] = []
+        for key, value in sent.items():
+            if key in stored:
+                out += _dropped(value, stored[key], f"{path}.{key}")
+            elif value not in ("", 0, False, None, {}, []):
+                out.append(f"{path}.{key}")
+        return out
+    if isinstance(sent, list):
+        if not isinstance(stored, list) or len(stored) != len(sent):
+            return [path]
+        return [
+            p
+            for i, (a, b) in enumerate(zip(sent, stored, strict=True))
+            for p in _dropped(a, b, f"{path}[{i}]")
+        ]
+    return []
+
+
+def _as_stored(run: Run) -> list[dict[str, Any]]:
+    """The objects of ``-o json`` output: a List (``get``), or one document per object (``create``)."""
+    decoder, text = json.JSONDecoder(), run.stdout
+    out: list[dict[str, Any]] = []
+    index = 0
+    while text[index:].strip():
+        doc, index = decoder.raw_decode(text, len(text) - len(text[index:].lstrip()))
+        out.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    return out
+
+
+async def _server_keeps_every_field(kubectl: Kubectl, objects: list[dict[str, Any]], *verb: str) -> None:
+    """``kubectl <verb> -f -`` of ``objects`` (``get`` what Helm installed, or a server-side dry-run
+    ``create``) succeeds and the server's copies hold every field the chart rendered."""
+    manifest = "---\n".join(yaml.safe_dump(o) for o in objects)
+    run = await kubectl(*verb, "-f", "-", "-o", "json", stdin=manifest)
+    assert run.code == 0, run.transcript()
+    stored = _as_stored(run)
+    assert [(o["kind"], o["metadata"]["name"]) for o in stored] == [
+        (o["kind"], o["metadata"]["name"]) for o in objects
+    ]
+    dropped = {
+        f"{o['kind']}/{o['metadata']['name']}": paths
+        for o, s in zip(objects, stored, strict=True)
+        if (paths := _dropped(o, s))
+    }
+    assert not dropped, f"the server dropped fields it does not know: {dropped}"
+
+
 async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> None:
-    """``helm install`` / ``upgrade`` / ``uninstall`` / ``install`` again of the chart (Helm v4):
-    the upgrade's values reach the cluster, the uninstall leaves no webhook configuration of the
-    release behind and nothing the next install trips on, and a non-GPU pod is admitted after."""
+    """``helm install`` of the README's values / ``upgrade`` / ``uninstall`` / ``install`` again of
+    the chart (Helm v4): on the real server with the Deployments enabled, every object (the
+    pre-delete hook's by a server-side dry run) accepted and kept whole; the upgrade's values reach
+    the cluster, the uninstall leaves no webhook configuration of the release behind and nothing the
+    next install trips on, and a non-GPU pod is admitted after."""
     helm = Helm(env.backend.admin_kubeconfig)
+    backend = env.backend.name
     config_map = f"{HELM_RELEASE}-vgpu-guard-config"
     env.undo.append(
         lambda: kubectl("delete", "namespace", HELM_NAMESPACE, "--ignore-not-found", "--wait=false")
     )
     env.undo.append(lambda: helm.uninstall(HELM_RELEASE, HELM_NAMESPACE))
-    installed = await helm.install(HELM_RELEASE, HELM_NAMESPACE, _helm_values(env.guard))
+    values = _helm_values(env.guard, backend)
+    installed = await helm.install(HELM_RELEASE, HELM_NAMESPACE, values)
     assert (installed["status"], installed["revision"]) == ("deployed", 1)
-    url = _helm_values(env.guard)["webhooks"]["urlOverride"]
+    url = values["webhooks"]["urlOverride"]
     # The notes follow the scope the chart picks for the server: matchConditions from 1.28 (the
     # double), the namespace opt-in before (kube-apiserver 1.20), which must say to label namespaces.
     minor = int("".join(ch for ch in env.backend.kube_version.split(".")[1] if ch.isdigit()))
@@ -355,8 +461,31 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
         f"mutatingwebhookconfiguration.admissionregistration.k8s.io/{HELM_RELEASE}-vgpu-guard",
         f"validatingwebhookconfiguration.admissionregistration.k8s.io/{HELM_RELEASE}-vgpu-guard",
     ]
+    # What Helm sent is what the chart renders for this server; the server kept all of it.
+    rendered = render_objects(
+        values, name=HELM_RELEASE, namespace=HELM_NAMESPACE, kube_version=env.backend.kube_version
+    )
+    await _server_keeps_every_field(kubectl, [r.obj for r in rendered if not r.is_hook], "get")
+    if backend != "double":
+        kinds = sorted({r.kind for r in rendered if not r.is_hook})
+        assert {"Deployment", "Service", "PodDisruptionBudget"} <= set(kinds), kinds
+        with_hook = {**values, "cleanup": {"enabled": True}}
+        hook = [
+            r.obj
+            for r in render_objects(
+                with_hook, name=HELM_RELEASE, namespace=HELM_NAMESPACE, kube_version=env.backend.kube_version
+            )
+            if r.is_hook
+        ]
+        assert sorted(o["kind"] for o in hook) == [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Job",
+            "ServiceAccount",
+        ]
+        await _server_keeps_every_field(kubectl, hook, "create", "--dry-run=server")
     label = "example.com/ib-cluster"
-    changed = _helm_values(env.guard, topology={"ibClusterLabel": label})
+    changed = _helm_values(env.guard, backend, topology={"ibClusterLabel": label})
     changed["webhooks"]["mutatePods"] = {"timeoutSeconds": 7}
     upgraded = await helm.upgrade(HELM_RELEASE, HELM_NAMESPACE, changed)
     assert (upgraded["status"], upgraded["revision"]) == ("deployed", 2)
@@ -364,7 +493,9 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
         "get", "configmap", "-n", HELM_NAMESPACE, config_map, "-o", "jsonpath={.data.config\\.yaml}"
     )
     assert shown.code == 0, shown.transcript()
-    assert yaml.safe_load(shown.stdout)["topology"]["ibClusterLabel"] == label, shown.transcript()
+    stored_config = yaml.safe_load(shown.stdout)
+    assert stored_config["topology"]["ibClusterLabel"] == label, shown.transcript()
+    assert stored_config["scheduling"]["routing"] is True, shown.transcript()  # the README's value
     timeout = await kubectl(
         "get", "mutatingwebhookconfiguration", f"{HELM_RELEASE}-vgpu-guard",
         "-o", "jsonpath={.webhooks[0].timeoutSeconds}",
@@ -375,7 +506,7 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
         assert removed["release"]["status"] == "uninstalled", removed
         assert await _webhook_configs(kubectl) == []
         if revision == 1:
-            again = await helm.install(HELM_RELEASE, HELM_NAMESPACE, _helm_values(env.guard))
+            again = await helm.install(HELM_RELEASE, HELM_NAMESPACE, values)
             assert (again["status"], again["revision"]) == ("deployed", 1)
     applied = await kubectl("apply", "-n", env.ns, "-f", "-", stdin=yaml.safe_dump(plain_pod("no-gpu")))
     assert (applied.code, applied.stdout, applied.stderr) == (0, "pod/no-gpu created\n", "")
