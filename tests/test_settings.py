@@ -279,6 +279,8 @@ CASES: dict[str, tuple[dict[str, Any], Outcome, Any, Any]] = {
 PROVEN_ELSEWHERE: dict[str, str] = {
     "scheduling.policy": "tests/engine/test_allocator.py::test_binpack_fills_the_tightest_card_and_spread_the_emptiest",
     "topology.hyperNodeTier": "tests/engine/test_topology.py::test_clusters_from_hypernodes_of_a_tier",
+    "arbiter.unboundReleaseSeconds": "tests/controller/test_admitted_releases.py::test_the_hold_is_arbiter_unbound_release_seconds",
+    "arbiter.writeTimeoutSeconds": "tests/webhook/test_arbiter_https.py::test_a_ledger_write_slower_than_arbiter_write_timeout_seconds_is_a_retriable_503",
     "deviceConfigFile": "tests/engine/test_config.py",
     "deviceConfig": "tests/engine/test_config.py",
 }

@@ -3,6 +3,7 @@ land, released once the pod is still unbound after ``arbiter.unboundReleaseSecon
 
 from __future__ import annotations
 
+from tests.builders import config_with
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.resources import LEDGERS
@@ -54,4 +55,17 @@ async def test_a_reservation_dated_far_in_the_future_cannot_hold_a_card_for_ever
     uid = volcano_pod(cluster, "web")
     admitted_entry(cluster, "web", uid=uid, at=cluster.clock() + 10 * 365 * 86400)
     await cluster.replica().settle()
+    assert cluster.ledgers()["gpu-0"].allocations == {}
+
+
+async def test_the_hold_is_arbiter_unbound_release_seconds() -> None:
+    cluster = Cluster([gpu_node("gpu-0", 2)], cfg=config_with(arbiter={"unboundReleaseSeconds": 300}))
+    uid = volcano_pod(cluster, "web")
+    admitted_entry(cluster, "web", uid=uid, at=cluster.clock())
+    controller = cluster.replica()
+    cluster.clock.advance(HOLD)
+    await controller.settle()
+    assert uid in cluster.ledgers()["gpu-0"].allocations
+    cluster.clock.advance(300 - HOLD)
+    await controller.settle()
     assert cluster.ledgers()["gpu-0"].allocations == {}

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod
-from tests.e2e.harness import GpuNode, until
+from tests.e2e.harness import EVENTS_V1, GpuNode, until
 from tests.e2e.volcano import Binder, Device, Version, volcano_client
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
@@ -195,3 +195,44 @@ async def test_1000_concurrent_assignments_from_two_stale_binders_never_overcomm
             return not stray
 
         await until("no ledger entry for a pod not bound to its node", leftovers, within=60.0)
+
+
+# -- outages (issue 35 item 4) --------------------------------------------------------------------
+async def test_an_outage_pauses_vgpu_binds_on_1_28_and_is_caught_afterwards_before(
+    env: Env, volcano_mode: AioClusterClient
+) -> None:
+    """With the webhook process gone. With matchConditions (1.28+) the arbiter's entry fails closed:
+    Volcano's assignment is refused with the API server's error and the pod waits, while every other
+    write to the pod goes through. Before 1.28 (the namespaceOptIn scope, one fail-open entry) the
+    assignments pass: three 12 GiB pods land on the 24 GiB card, and the controller adopts them and
+    reports the overcommit on the Node (GPUOvercommitted), as docs/install.md says."""
+    pods = await create_pods(env, ["web-0", "web-1", "web-2"], 12288, "seed-000")
+    assert await env.guard.processes[VOLCANO_MODE].stop() == 0
+    binder = Binder(volcano_mode, "1.16")
+    device = [Device("GPU-e2e-a10-0-0", 12288)]
+    if not env.guard.opt_in:
+        with pytest.raises(KubeError) as error:
+            await binder.bind(pods[0], "e2e-a10-0", device)
+        assert error.value.code == 500
+        assert error.value.message.startswith(
+            'Internal error occurred: failed calling webhook "pod-assignments.vgpu-guard.io": '
+        )
+        assert not (await env.pod("web-0"))["spec"].get("nodeName")
+        # Writes that carry no assignment never reach the arbiter's entry.
+        await env.api.patch(PODS, "web-0", {"metadata": {"labels": {"team": "a"}}}, namespace=env.ns)
+        return
+    for pod in pods:
+        await binder.bind(pod, "e2e-a10-0", device)
+
+    found = "GPU GPU-e2e-a10-0-0 on node e2e-a10-0: 36864 MiB reserved > 24576 MiB capacity"
+
+    async def reported() -> bool:
+        return any(
+            e.get("reason") == "GPUOvercommitted"
+            and (e.get("involvedObject") or {}).get("name") == "e2e-a10-0"
+            and found in e.get("message", "")
+            for e in (await env.api.list(EVENTS_V1, namespace="default")).items
+        )
+
+    await until("the controller reports the overcommit on the node", reported, within=60.0)
+    assert used_per_gpu(await env.pods()) == {"GPU-e2e-a10-0-0": 36864}

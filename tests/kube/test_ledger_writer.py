@@ -118,7 +118,7 @@ async def test_a_failed_write_answers_every_waiting_request_with_the_reason() ->
     faults = FaultPlan()
     faults.add(verb="create", resource=LEDGERS, error=unavailable_error())
     ledgers = writer(api(faults))
-    with pytest.raises(WriteFailed, match="^writing GPULedger gpu-0 failed: "):
+    with pytest.raises(WriteFailed, match=r"^writing GPULedger gpu-0 failed: "):
         await ledgers.reserve("gpu-0", decision("a", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE)
     # The node's next request starts afresh.
     assert isinstance(

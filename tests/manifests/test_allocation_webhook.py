@@ -47,34 +47,95 @@ def selector_names(w: dict[str, Any]) -> list[str]:
     )
 
 
+ARBITER = "pod-assignments.vgpu-guard.io"
+
+
 def test_entry_fails_open_with_a_short_timeout() -> None:
     w = webhook({}, ENTRY)
-    assert (w["failurePolicy"], w["timeoutSeconds"], w["sideEffects"]) == ("Ignore", 3, "None")
+    assert (w["failurePolicy"], w["timeoutSeconds"], w["sideEffects"]) == ("Ignore", 3, "NoneOnDryRun")
     assert w["clientConfig"]["service"]["path"] == "/validate/pod-allocations"
 
 
-def test_scope_match_conditions_sends_only_writes_that_involve_allocation_annotations() -> None:
-    w = webhook({"webhooks": {"scope": "matchConditions"}}, ENTRY)
-    assert [c["name"] for c in w["matchConditions"]] == ["allocation-annotations-involved"]
-    program = celpy.Environment().program(celpy.Environment().compile(w["matchConditions"][0]["expression"]))
+def test_the_arbiter_entry_fails_closed_within_the_webhook_timeout() -> None:
+    w = webhook({"webhooks": {"scope": "matchConditions"}}, ARBITER)
+    assert (w["failurePolicy"], w["timeoutSeconds"], w["sideEffects"]) == ("Fail", 5, "NoneOnDryRun")
+    assert w["clientConfig"]["service"]["path"] == "/validate/pod-allocations"
+    # Our own answer (a retriable 503) comes before the API server gives up, in both scopes.
+    write_timeout = config({})["arbiter"]["writeTimeoutSeconds"]
+    assert write_timeout < webhook({}, ENTRY)["timeoutSeconds"] < w["timeoutSeconds"]
 
-    def sent(obj: dict[str, Any], old: dict[str, Any] | None) -> bool:
+
+def test_before_1_28_there_is_no_arbiter_entry_and_the_open_entry_arbitrates() -> None:
+    """Without matchConditions a fail-closed entry would see every pod update and binding in scope."""
+    names = [
+        w["name"]
+        for r in render_objects({"webhooks": {"scope": "namespaceOptIn"}})
+        if r.kind == "ValidatingWebhookConfiguration"
+        for w in r.obj["webhooks"]
+    ]
+    assert ENTRY in names and ARBITER not in names
+
+
+def _program(w: dict[str, Any]) -> Any:
+    env = celpy.Environment()
+    programs = [env.program(env.compile(c["expression"])) for c in w["matchConditions"]]
+
+    def sent(obj: dict[str, Any], old: dict[str, Any] | None, sub: str = "") -> bool:
         operation = "UPDATE" if old is not None else "CREATE"
         activation = {
             "object": celpy.json_to_cel(obj),
             "oldObject": celpy.json_to_cel(old),
-            "request": celpy.json_to_cel({"operation": operation}),
+            "request": celpy.json_to_cel({"operation": operation, "subResource": sub}),
         }
-        return bool(program.evaluate(activation))
+        return all(bool(p.evaluate(activation)) for p in programs)
 
-    plain = {"metadata": {"name": "p", "annotations": {"team": "a"}}}
-    forged = {"metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,1024,10:;"}}}
-    binding = {"kind": "Binding", "metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-node": "n1"}}}
-    assert sent(forged, plain)  # added
-    assert sent(plain, forged)  # removed
-    assert sent(binding, None)  # a Binding that carries an assignment
-    assert not sent(plain, plain)  # e.g. the kubelet's status writes
-    assert not sent({"kind": "Binding", "metadata": {"name": "p"}}, None)
+    return sent
+
+
+PLAIN = {"metadata": {"name": "p", "annotations": {"team": "a"}}}
+IDS = {"metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,1024,10:;"}}}
+OTHER_IDS = {"metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-ids-new": "GPU-1,NVIDIA,1024,10:;"}}}
+CONFIRMED = {
+    "metadata": {
+        "name": "p",
+        "annotations": {
+            "volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,1024,10:;",
+            "volcano.sh/bind-phase": "success",
+        },
+    }
+}
+ASSIGNING = {
+    "kind": "Binding",
+    "metadata": {"name": "p", "annotations": dict(IDS["metadata"]["annotations"])},
+}
+NODE_ONLY = {"kind": "Binding", "metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-node": "n1"}}}
+
+
+def test_scope_match_conditions_split_the_writes_between_the_two_entries() -> None:
+    """The arbiter's entry gets exactly the writes that carry an assignment; the open entry the rest
+    of the writes that involve an allocation annotation; nothing reaches both."""
+    values = {"webhooks": {"scope": "matchConditions"}}
+    who = webhook(values, ENTRY)
+    assert [c["name"] for c in who["matchConditions"]] == [
+        "allocation-annotations-involved",
+        "no-assignment-written",
+    ]
+    open_, closed = _program(who), _program(webhook(values, ARBITER))
+    # (object, oldObject, subresource) -> which entry is sent it
+    cases = [
+        ((IDS, PLAIN, ""), "arbiter"),  # Volcano 1.10-1.15 patches an assignment in
+        ((OTHER_IDS, IDS, ""), "arbiter"),  # ... or changes it
+        ((ASSIGNING, None, "binding"), "arbiter"),  # Volcano >= 1.16's annotated Binding
+        ((PLAIN, IDS, ""), "open"),  # removed (a discard, or a forgery)
+        ((CONFIRMED, IDS, ""), "open"),  # the device plugin confirms bind-phase
+        ((CONFIRMED, IDS, "status"), "open"),
+        ((NODE_ONLY, None, "binding"), "open"),  # a Binding with a stray allocation annotation
+        ((PLAIN, PLAIN, ""), None),  # e.g. the kubelet's status writes
+        (({"kind": "Binding", "metadata": {"name": "p"}}, None, "binding"), None),
+    ]
+    for (obj, old, sub), expected in cases:
+        got = {"arbiter": closed(obj, old, sub), "open": open_(obj, old, sub)}
+        assert got == {"arbiter": expected == "arbiter", "open": expected == "open"}, (obj, old, sub)
 
 
 def test_scope_namespace_opt_in_uses_the_opt_in_label_and_no_conditions() -> None:

@@ -57,6 +57,21 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
             ("", "v1", ["pods/binding"], ["CREATE"], "Namespaced"),
         ],
     ),
+    # The ledger arbiter's fail-closed entry, where matchConditions exist (1.28+).
+    ("ValidatingWebhookConfiguration", "pod-assignments.vgpu-guard.io"): (
+        "/validate/pod-allocations",
+        [
+            ("", "v1", ["pods", "pods/status"], ["UPDATE"], "Namespaced"),
+            ("", "v1", ["pods/binding"], ["CREATE"], "Namespaced"),
+        ],
+    ),
+}
+# The entries that may write (NoneOnDryRun): the pod mutation (a gang's GangPlacement) and both
+# allocation entries (the arbiter's reservations in the GPULedger).
+WRITING_WEBHOOKS = {
+    ("MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"),
+    ("ValidatingWebhookConfiguration", "pod-allocations.vgpu-guard.io"),
+    ("ValidatingWebhookConfiguration", "pod-assignments.vgpu-guard.io"),
 }
 
 
@@ -88,17 +103,15 @@ def test_webhooks_match_exactly_what_we_handle(scenario: tuple[str, dict[str, An
             for field in ("apiGroups", "apiVersions", "resources", "operations"):
                 assert not any("*" in item for item in r[field]), (w["name"], field)
         seen[(kind, w["name"])] = path
-    assert seen.keys() == EXPECTED_WEBHOOKS.keys()
+    arbiter = ("ValidatingWebhookConfiguration", "pod-assignments.vgpu-guard.io")
+    cel = any(w.get("matchConditions") for _, _, w in webhooks(objects))
+    assert seen.keys() == EXPECTED_WEBHOOKS.keys() - (set() if cel else {arbiter})
 
 
 def test_webhook_safety_settings(scenario: tuple[str, dict[str, Any]]) -> None:
     for kind, _, w in webhooks(render_objects(scenario[1])):
-        # Only the pod mutation writes (a gang's GangPlacement), and never on dry run.
-        expected = (
-            "NoneOnDryRun"
-            if (kind, w["name"]) == ("MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io")
-            else "None"
-        )
+        # Only the pod mutation and the allocation entries write, and never on dry run.
+        expected = "NoneOnDryRun" if (kind, w["name"]) in WRITING_WEBHOOKS else "None"
         assert w["sideEffects"] == expected, w["name"]
         assert w["admissionReviewVersions"] == ["v1"]
         assert w["failurePolicy"] in {"Fail", "Ignore"}

@@ -186,8 +186,9 @@ class ArbiterSettings(_Model):
     # within its request or never, so a release after this cannot cross it (docs/design/ledger.md).
     unbound_release_seconds: int = Field(default=90, ge=65, le=86_400)
     # Seconds one admission request waits for its node's ledger write (conflicts and the writes
-    # queued before it included); past it the write is refused with 503 and Volcano retries.
-    write_timeout_seconds: float = Field(default=5, gt=0, le=25)
+    # queued before it included); past it the write is refused with 503 and Volcano retries. Below
+    # the webhook entries' timeoutSeconds (3 s before 1.28, 5 s after), so we answer first.
+    write_timeout_seconds: float = Field(default=2, gt=0, le=25)
 
 
 class QueueSettings(_Model):

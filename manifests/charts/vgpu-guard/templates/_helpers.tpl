@@ -128,6 +128,40 @@ an evaluation error would apply the webhook's failurePolicy.
 has({{ . }}.metadata.annotations) && {{ . }}.metadata.annotations.exists(k, k in ['volcano.sh/vgpu-node', 'volcano.sh/vgpu-time', 'volcano.sh/vgpu-ids-new', 'volcano.sh/devices-to-allocate', 'volcano.sh/bind-phase', 'volcano.sh/bind-time', 'vgpu-guard.io/allocation'])
 {{- end }}
 
+{{/*
+CEL: does this write carry a GPU assignment onto the pod (the ledger arbiter's writes)? A Binding
+with vgpu-ids-new or devices-to-allocate (Volcano >= 1.16), or a pod UPDATE that adds or changes
+vgpu-ids-new (Volcano 1.10-1.15's patch). The device plugin's bind-phase confirmation and its
+consumption of devices-to-allocate change no assignment and do not match.
+*/}}
+{{- define "vgpu-guard.celAssignmentWritten" -}}
+(request.subResource == 'binding' && has(object.metadata.annotations) && ('volcano.sh/vgpu-ids-new' in object.metadata.annotations || 'volcano.sh/devices-to-allocate' in object.metadata.annotations)) || (request.operation == 'UPDATE' && request.subResource != 'binding' && has(object.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in object.metadata.annotations && !(has(oldObject.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in oldObject.metadata.annotations && oldObject.metadata.annotations['volcano.sh/vgpu-ids-new'] == object.metadata.annotations['volcano.sh/vgpu-ids-new']))
+{{- end }}
+
+{{/* The writes through which an assignment reaches a pod (both allocation webhook entries). */}}
+{{- define "vgpu-guard.podAllocationRules" -}}
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  resources: ["pods", "pods/status"]
+  operations: ["UPDATE"]
+  scope: Namespaced
+- apiGroups: [""]
+  apiVersions: ["v1"]
+  resources: ["pods/binding"]
+  operations: ["CREATE"]
+  scope: Namespaced
+{{- end }}
+
+{{/* The namespaces of both allocation webhook entries (exempt namespaces stay in: forgery checks). */}}
+{{- define "vgpu-guard.podAllocationNamespaces" -}}
+{{- $w := .Values.webhooks }}
+{{- if $w.validatePodAllocations.namespaceSelector }}
+{{- toYaml $w.validatePodAllocations.namespaceSelector }}
+{{- else }}
+{{- include "vgpu-guard.namespaceSelector" (dict "ctx" . "exempt" false) }}
+{{- end }}
+{{- end }}
+
 {{/* Gang members (Volcano sets this annotation on the pods of a PodGroup). */}}
 {{- define "vgpu-guard.celGangMember" -}}
 has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.metadata.annotations

@@ -1,0 +1,130 @@
+"""The ledger arbiter over real HTTPS (issue 35): Volcano's writes reserved in the GPULedger at admission.
+
+The webhook's cache holds the node; the API double stores the pods and the ledger it writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from importlib import resources
+from typing import Any
+
+import aiohttp
+import yaml
+
+from tests.builders import config_with, default_config, gpu_node
+from tests.webhook.conftest import admission_review, serving
+from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
+from vgpu_guard.apidouble.store import Store
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import decode_ledger
+from vgpu_guard.kube.errors import NotFound
+from vgpu_guard.kube.resources import CRDS, LEDGERS, PODS
+from vgpu_guard.webhook.server import RunningWebhook
+from vgpu_guard.webhook.views import StaticViewSource
+
+VOLCANO = "system:serviceaccount:volcano-system:volcano-scheduler"
+IDS = "volcano.sh/vgpu-ids-new"
+
+
+def api(faults: FaultPlan | None = None) -> tuple[Store, MemoryClusterClient]:
+    store = Store()
+    crd = resources.files("vgpu_guard").joinpath("data/crds/gpuledgers.vgpu-guard.io.yaml").read_text()
+    store.create(CRDS, yaml.safe_load(crd))
+    return store, MemoryClusterClient(store, faults=faults)
+
+
+def stored_pod(store: Store, name: str) -> dict[str, Any]:
+    limits = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "12288"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "cuda", "image": "cuda", "resources": {"limits": limits}}],
+        },
+    }
+    created: dict[str, Any] = store.create(PODS, pod, namespace="default")
+    return created
+
+
+def binding_review(pod: dict[str, Any], raw: str, *, dry_run: bool = False) -> dict[str, Any]:
+    meta = pod["metadata"]
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": "default",
+            "uid": meta["uid"],
+            "annotations": {IDS: raw},
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"},
+    }
+    review = admission_review(binding, kind="Binding", username=VOLCANO, dry_run=dry_run)
+    review["request"]["subResource"] = "binding"
+    return review
+
+
+def webhook(
+    server_ssl: ssl.SSLContext, client: MemoryClusterClient, config: GuardConfig | None = None
+) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
+    config = config or default_config()
+    view = ClusterView.from_objects([gpu_node("gpu-0", count=1)], config)
+    return serving(config, StaticViewSource(view), server_ssl, client)
+
+
+async def post(http: aiohttp.ClientSession, running: RunningWebhook, body: dict[str, Any]) -> dict[str, Any]:
+    async with http.post(running.url + "/validate/pod-allocations", json=body) as response:
+        assert response.status == 200
+        answer: dict[str, Any] = (await response.json())["response"]
+        return answer
+
+
+async def test_a_volcano_binding_is_reserved_and_a_dry_run_reserves_nothing(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    store, client = api()
+    first, second = stored_pod(store, "web-0"), stored_pod(store, "web-1")
+    raw = "GPU-gpu-0-0,NVIDIA,12288,0:;"
+    async with webhook(server_ssl, client) as running:
+        dry = await post(http, running, binding_review(first, raw, dry_run=True))
+        assert dry["allowed"] is True
+        try:
+            store.get(LEDGERS, "gpu-0")
+            raise AssertionError("a dry run wrote the ledger")
+        except NotFound:
+            pass
+        assert (await post(http, running, binding_review(first, raw)))["allowed"] is True
+        assert (await post(http, running, binding_review(second, raw)))["allowed"] is True
+        ledger = decode_ledger(store.get(LEDGERS, "gpu-0"))
+        assert sorted(a.name for a in ledger.allocations.values()) == ["web-0", "web-1"]
+        # A dry run of a third sees the stored two, and says what a real write would meet.
+        third = stored_pod(store, "web-2")
+        answer = await post(http, running, binding_review(third, raw, dry_run=True))
+        assert answer["allowed"] is False and answer["status"]["code"] == 403
+        assert (
+            "has 0 MiB free of 24576 MiB, 12288 MiB asked (held by default/web-0, default/web-1)"
+            in (answer["status"]["message"])
+        )
+
+
+async def test_a_ledger_write_slower_than_arbiter_write_timeout_seconds_is_a_retriable_503(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    faults = FaultPlan()
+    faults.add(verb="create", resource=LEDGERS, delay=1.0)
+    store, client = api(faults)
+    pod = stored_pod(store, "web-0")
+    config = config_with(arbiter={"writeTimeoutSeconds": 0.2})
+    async with webhook(server_ssl, client, config) as running:
+        answer = await post(http, running, binding_review(pod, "GPU-gpu-0-0,NVIDIA,12288,0:;"))
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 503
+    assert answer["status"]["message"] == (
+        "[vgpu-assignment-capacity] vgpu-guard could not reserve the GPU assignment (GPULedger gpu-0 was not "
+        "written within 0.2 s (arbiter.writeTimeoutSeconds)); retry in a few seconds"
+    )
