@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import config_with
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
 from tests.engine.test_queues import queue
 from vgpu_guard.apidouble.server import serve_double
@@ -63,7 +64,7 @@ def ledgers() -> list[Obj]:
 
 
 def pending(name: str, message: str | None, *, scheduler: str = "vgpu-guard") -> Obj:
-    pod = vgpu_pod(name, memory=30000, namespace="team-b")
+    pod = vgpu_pod(name, memory=30000, namespace="team-b", mode="hami-core")  # as the webhook left it
     pod["spec"]["schedulerName"] = scheduler
     if message is not None:
         pod["status"] = {
@@ -80,11 +81,29 @@ NO_ROOM = (
 )
 
 
+def unseen(name: str, **spec: Any) -> Obj:
+    """A vGPU pod the webhook never mutated: no mode stamped, Volcano's scheduler."""
+    pod = vgpu_pod(name, memory=8192, namespace="legacy")
+    pod["spec"].update({"schedulerName": "volcano", **spec})
+    return pod
+
+
 def pods() -> list[Obj]:
+    done = unseen("done", nodeName="gpu-0")
+    done["status"] = {"phase": "Succeeded"}
     return [
         pending("big", NO_ROOM),
         pending("fresh", None),
         pending("other-scheduler", None, scheduler="volcano"),
+        unseen("bound-by-volcano", nodeName="gpu-0"),
+        unseen("waiting"),
+        done,
+        {  # no vGPU at all: not ours to see
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "plain", "namespace": "legacy"},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+        },
     ]
 
 
@@ -107,8 +126,14 @@ gpu-0  hami-core  4     1     43008/98304  43%   80/400  2     0    GPU-gpu-0-0 
 mig-0  mig        2     0     10240/81920  12%   0/200   1     1    GPU-mig-0-0 (25%)
 
 Pending vGPU pods: 2
-  team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no free memory, 1 GPU has 24576 MiB free < …
+  team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no free memory, 1 GPU has 24576 MiB free <
+    30000 MiB requested
   team-b/fresh  no decision yet; is the vgpu-guard controller running and leading?
+
+vGPU pods the webhook never saw: 2 (made before vgpu-guard, outside its namespaces, or while it failed open)
+  legacy/bound-by-volcano  on gpu-0: no volcano.sh/vgpu-mode annotation, which the webhook stamps on every
+    vGPU pod
+  legacy/waiting  pending: no volcano.sh/vgpu-mode annotation, which the webhook stamps on every vGPU pod
 
 Queue guarantees: all queues against cluster capacity
   volcano.sh/vgpu-memory: 77% guaranteed, 139264 of 180224 (2 Ready nodes); q1 98304, q2 40960
@@ -117,7 +142,7 @@ Queue guarantees: all queues against cluster capacity
 
 
 def test_golden_text() -> None:
-    assert render_text(status()) == GOLDEN
+    assert render_text(status(), width=110) == GOLDEN
 
 
 def test_json_is_complete_and_recomputed_from_the_entries() -> None:
@@ -173,6 +198,8 @@ def test_problems_one_screen_limits_and_an_empty_fleet() -> None:
         + "".join(f"  team-b/p{i:02}  Unschedulable: queue q1 is full\n" for i in range(10))
         + "  ... and 2 more (-o json lists them all)\n"
         "\n"
+        "vGPU pods the webhook never saw: 0\n"
+        "\n"
         "Queue guarantees: all queues against cluster capacity\n"
         "  volcano.sh/vgpu-memory: 203% guaranteed, 200000 of 98304 (1 Ready node)  OVER CAPACITY; q1 200000\n"
     )
@@ -182,21 +209,83 @@ def test_problems_one_screen_limits_and_an_empty_fleet() -> None:
         "\n"
         "Pending vGPU pods: 0\n"
         "\n"
+        "vGPU pods the webhook never saw: 0\n"
+        "\n"
         "Queue guarantees: none\n"
     )
 
 
-def test_a_long_pending_reason_keeps_its_remedy_within_the_width() -> None:
-    message = (
-        "vgpu-guard places only pods that request vGPU, and this pod names it as its scheduler without "
-        "asking for any; remove spec.schedulerName or add a volcano.sh/vgpu-number limit"
-    )
+LONG = (
+    "vgpu-guard places only pods that request vGPU, and this pod names it as its scheduler without "
+    "asking for any; remove spec.schedulerName or add a volcano.sh/vgpu-number limit"
+)
+
+
+@pytest.mark.parametrize("width", [60, 110, 240])
+def test_a_long_pending_reason_is_shown_whole_within_the_width(width: int) -> None:
+    """Issue 38: the reason was cut at a fixed 110 columns, remedy and all on a narrow terminal."""
     text = render_text(
-        fleet_status(nodes=[], ledgers=[], pods=[pending("p", message)], queues=[], config=config())
+        fleet_status(nodes=[], ledgers=[], pods=[pending("p", LONG)], queues=[], config=config()), width=width
     )
-    line = next(line for line in text.splitlines() if "team-b/p" in line)
-    assert line.endswith("…; remove spec.schedulerName or add a volcano.sh/vgpu-number limit")
-    assert line.startswith("  team-b/p  Unschedulable: vgpu-guard places") and len(line) <= 110
+    lines = text.split("Pending vGPU pods: 1\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert all(len(line) <= width for line in lines)
+    assert lines[0].startswith("  team-b/p  Unschedulable: vgpu-guard places")
+    assert all(line.startswith("    ") for line in lines[1:])
+    assert " ".join(line.strip() for line in lines) == f"team-b/p  Unschedulable: {LONG}"
+
+
+def test_the_width_is_the_terminals(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vgpu_guard.cli.status import terminal_width
+
+    monkeypatch.setenv("COLUMNS", "72")
+    assert terminal_width() == 72
+    monkeypatch.setenv("COLUMNS", "12")  # too narrow to read: wrapped at 40 instead
+    assert terminal_width() == 40
+
+
+def test_json_lists_the_pods_the_webhook_never_saw() -> None:
+    assert status_json(status())["unseen"] == [
+        {
+            "namespace": "legacy",
+            "name": "bound-by-volcano",
+            "node": "gpu-0",
+            "why": "no volcano.sh/vgpu-mode annotation, which the webhook stamps on every vGPU pod",
+        },
+        {
+            "namespace": "legacy",
+            "name": "waiting",
+            "node": None,
+            "why": "no volcano.sh/vgpu-mode annotation, which the webhook stamps on every vGPU pod",
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            {"annotations": {"volcano.sh/vgpu-mode": "mig"}},
+            "MIG mode without vgpu-guard.io/mig-profile, which the webhook stamps on every MIG pod",
+        ),
+        (
+            {"annotations": {"volcano.sh/vgpu-mode": "hami-core"}, "routing": True},
+            "schedulerName volcano, where the webhook routes vGPU pods to vgpu-guard",
+        ),
+        ({"annotations": {"volcano.sh/vgpu-mode": "hami-core"}, "exempt": True}, None),
+        ({"annotations": {"volcano.sh/vgpu-mode": "hami-core"}}, None),
+    ],
+    ids=["mig-without-profile", "not-routed", "exempt-namespace", "marked"],
+)
+def test_what_marks_a_pod_the_webhook_saw(change: dict[str, Any], why: str | None) -> None:
+    pod = unseen("p")
+    pod["metadata"]["annotations"] = change["annotations"]
+    settings: dict[str, Any] = {}
+    if change.get("routing"):
+        settings["scheduling"] = {"routing": True}
+    if change.get("exempt"):
+        settings["admission"] = {"exemptNamespaces": ["legacy"]}
+    found = fleet_status(nodes=[], ledgers=[], pods=[pod], queues=[], config=config_with(**settings)).unseen
+    assert [p.why for p in found] == ([why] if why else [])
 
 
 # --- the command, against the API double over HTTPS -------------------------------------------------
@@ -208,23 +297,35 @@ async def test_status_against_the_served_double(
     async with serve_double(tmp_path) as api:
         for crd in sorted(CRDS_DIR.rglob("*.yaml")):
             api.store.create(CRDS, yaml.safe_load(crd.read_text()))
-        api.store.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}
-        )
+        for namespace in ("team-b", "legacy"):
+            api.store.create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
         for node in nodes():
             api.store.create(NODES, node)
         for ledger in ledgers():
             api.store.create(LEDGERS, ledger)
         for obj in pods():
-            api.store.create(PODS, obj, namespace="team-b")
+            namespace = obj["metadata"]["namespace"]
+            api.store.create(PODS, obj, namespace=namespace)
             if "status" in obj:  # a create drops status, as the real server does
                 name = obj["metadata"]["name"]
                 api.store.patch(
-                    PODS, name, {"status": obj["status"]}, namespace="team-b", subresource="status"
+                    PODS, name, {"status": obj["status"]}, namespace=namespace, subresource="status"
                 )
         for obj in queues():
             api.store.create(QUEUES, obj)
-        argv = ["status", "--kubeconfig", str(api.kubeconfig)]
+        # The double's context, beside a current-context that reaches nothing: --context picks it.
+        kubeconfig = yaml.safe_load(api.kubeconfig.read_text())
+        (context,) = kubeconfig["contexts"]
+        unreachable = {"name": "gone", "context": {**context["context"], "cluster": "gone"}}
+        kubeconfig["clusters"].append({"name": "gone", "cluster": {"server": "https://127.0.0.1:9"}})
+        kubeconfig["contexts"].append(unreachable)
+        kubeconfig["current-context"] = "gone"
+        two = tmp_path / "two-contexts"
+        two.write_text(yaml.safe_dump(kubeconfig))
+        argv = ["status", "--kubeconfig", str(two), "--context", context["name"]]
+        monkeypatch.setenv("COLUMNS", "110")
         # asyncio.run inside the command needs a thread of its own: this test's loop is running.
         import asyncio
 
@@ -232,10 +333,45 @@ async def test_status_against_the_served_double(
         text = capsys.readouterr()
         code_json = await asyncio.to_thread(run_cli, [*argv, "-o", "json"])
         out = json.loads(capsys.readouterr().out)
+        monkeypatch.setenv("COLUMNS", "70")
+        narrow = await asyncio.to_thread(run_cli, argv)
+        narrow_text = capsys.readouterr().out
     assert (code, text.err) == (0, "")
     assert text.out == GOLDEN
     assert code_json == 0
     assert out == json.loads(json.dumps(status_json(status())))
+    # COLUMNS is honoured: the table keeps its columns, every reason is wrapped whole within 70.
+    assert narrow == 0
+    pending = narrow_text.split("Pending vGPU pods: 2\n")[1].split("\n\n")[0]
+    assert pending.splitlines() == [
+        "  team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no",
+        "    free memory, 1 GPU has 24576 MiB free < 30000 MiB requested",
+        "  team-b/fresh  no decision yet; is the vgpu-guard controller running",
+        "    and leading?",
+    ]
+
+
+def test_an_unknown_context_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    assert run_cli(["status", "--kubeconfig", str(kubeconfig), "--context", "prod"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: kubeconfig {kubeconfig} (--kubeconfig): --context 'prod' names no entry of contexts; "
+        f"run `kubectl config get-contexts --kubeconfig {kubeconfig}` and pass one of them\n"
+    )
 
 
 def test_an_unreachable_cluster_is_one_line_and_exit_2(

@@ -2,8 +2,17 @@
 
 Per node: GPUs, mode, memory and cores reserved against what the device plugin registered, pods,
 MIG instances in use, the fullest GPU; then the vGPU pods still Pending with the reason the
-controller gave them (their PodScheduled=False condition), and the Volcano queues' guarantees
-against cluster capacity. ``-o json`` gives the same, complete and untruncated, for scripts.
+controller gave them (their PodScheduled=False condition), the vGPU pods our webhook never saw, and
+the Volcano queues' guarantees against cluster capacity. Reasons are shown whole, wrapped at the
+terminal's width (``COLUMNS``): a cut reason loses its remedy, which is the part to act on.
+``-o json`` gives the same, complete, for scripts.
+
+"Never saw": a vGPU pod without the marks our mutating webhook leaves on every vGPU pod it admits
+(the ``volcano.sh/vgpu-mode`` annotation; the MIG profile on a MIG pod; our scheduler name when
+routing is on). Such a pod was made before vgpu-guard was installed, in a namespace the webhooks do
+not cover (below Kubernetes 1.28, namespaces not opted in), or while the webhook failed open: its
+request was never checked and, unless the controller adopted it, its GPUs are the ones a ledger
+can miss. Pods of ``admission.exemptNamespaces`` are skipped by design, and so are not listed.
 
 The figures are recomputed from the ledger entries and the nodes' registrations with the same code
 the controller uses (engine/ledger_summary.py), never taken from the ledgers' stored summary: that
@@ -17,33 +26,40 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vgpu_guard.cli.argtypes import positive_seconds
 from vgpu_guard.cli.wording import plural
 from vgpu_guard.configfile import ConfigError, load_config
+from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
-from vgpu_guard.engine.violations import clip
+from vgpu_guard.engine.untrusted import as_mapping
+from vgpu_guard.engine.vgpu_request import requests_vgpu
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Forbidden, KubeError
 from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES
 
-__all__ = ["FleetStatus", "add_parser", "fleet_status", "render_text", "run", "status_json"]
+__all__ = ["FleetStatus", "add_parser", "fleet_status", "render_text", "run", "status_json", "terminal_width"]
 
 Obj = Mapping[str, Any]
 
 # One screen: beyond these, the text says how many more (``-o json`` lists everything).
 PENDING_SHOWN = 10
+UNSEEN_SHOWN = 10
 QUEUES_SHOWN = 6
-MESSAGE_WIDTH = 110
+# Text is wrapped to the terminal, but never narrower than this: below it nothing reads.
+MIN_WIDTH = 40
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,16 @@ class PendingPod:
 
 
 @dataclass(frozen=True)
+class UnseenPod:
+    """A vGPU pod without our webhook's marks; ``node`` when bound, ``why`` the missing mark."""
+
+    namespace: str
+    name: str
+    node: str | None
+    why: str
+
+
+@dataclass(frozen=True)
 class QueueResource:
     """One guaranteed resource: every queue's share, the total, and the cluster's capacity."""
 
@@ -91,6 +117,7 @@ class FleetStatus:
     pending: tuple[PendingPod, ...]
     queues: tuple[QueueResource, ...]
     memory_factor: int
+    unseen: tuple[UnseenPod, ...] = ()
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -122,6 +149,37 @@ def _pending(pods: Iterable[Obj], scheduler: str) -> tuple[PendingPod, ...]:
         out.append(
             PendingPod(str(meta.get("namespace") or "default"), str(meta.get("name")), reason, message)
         )
+    return tuple(sorted(out, key=lambda p: (p.namespace, p.name)))
+
+
+def _missing_mark(pod: Obj, config: GuardConfig) -> str | None:
+    """Which of the marks our mutation leaves on every vGPU pod this one lacks (None: it has them)."""
+    annotations = as_mapping(_meta(pod).get("annotations"))
+    mode = annotations.get(VGPU_MODE)
+    if mode is None:
+        return f"no {VGPU_MODE} annotation, which the webhook stamps on every vGPU pod"
+    if mode == "mig" and MIG_PROFILE not in annotations:
+        return f"MIG mode without {MIG_PROFILE}, which the webhook stamps on every MIG pod"
+    ours = config.scheduling.scheduler_name
+    scheduler = as_mapping(pod.get("spec")).get("schedulerName") or "default-scheduler"
+    if config.scheduling.routing and scheduler != ours:
+        return f"schedulerName {scheduler}, where the webhook routes vGPU pods to {ours}"
+    return None
+
+
+def _unseen(pods: Iterable[Obj], config: GuardConfig) -> tuple[UnseenPod, ...]:
+    """Live vGPU pods outside the exempt namespaces that lack our webhook's marks."""
+    out = []
+    for pod in pods:
+        meta, spec = _meta(pod), as_mapping(pod.get("spec"))
+        namespace = str(meta.get("namespace") or "default")
+        ended = as_mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+        if ended or meta.get("deletionTimestamp") or namespace in config.admission.exempt_namespaces:
+            continue
+        why = _missing_mark(pod, config) if requests_vgpu(spec, config.nvidia) else None
+        if why is not None:
+            node = spec.get("nodeName")
+            out.append(UnseenPod(namespace, str(meta.get("name")), str(node) if node else None, why))
     return tuple(sorted(out, key=lambda p: (p.namespace, p.name)))
 
 
@@ -157,7 +215,7 @@ def fleet_status(
 ) -> FleetStatus:
     """The fleet as ``status`` shows it, from raw API objects (bad ones are reported, never fatal)."""
     factor = config.nvidia.gpu_memory_factor
-    nodes = list(nodes)
+    nodes, pods = list(nodes), list(pods)
     view = ClusterView.from_objects([*nodes, *queues], config)
     # Nodes without a registration are CPU nodes, not GPU nodes with a problem: left out.
     registering = {
@@ -192,6 +250,7 @@ def fleet_status(
         pending=_pending(pods, config.scheduling.scheduler_name),
         queues=_queues(view, config),
         memory_factor=factor,
+        unseen=_unseen(pods, config),
     )
 
 
@@ -226,43 +285,68 @@ def _node_row(node: NodeStatus) -> list[str]:
     ]
 
 
-def render_text(status: FleetStatus) -> str:
-    """The one-screen text (golden-tested): a headline, the node table, pending pods, queues."""
+def terminal_width() -> int:
+    """The terminal's columns (``COLUMNS`` first, as ``shutil`` reads them; 110 when not a terminal)."""
+    return max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
+
+
+def _wrapped(head: str, text: str, width: int) -> list[str]:
+    """``head`` then ``text``, whole, over as many lines as ``width`` needs (indented under head)."""
+    return textwrap.wrap(
+        head + text,
+        width=max(width, MIN_WIDTH),
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [head.rstrip()]
+
+
+def _headline(status: FleetStatus) -> str:
     cards = [g for n in status.nodes for g in n.cards]
     used = sum(g.memory_mib for n in status.nodes for g in n.gpus)
     registered = sum(g.registered_mib or 0 for g in cards)
     pods = sum(len(n.ledger.allocations) for n in status.nodes)
     mig = sum(g.mig_instances for n in status.nodes for g in n.gpus)
-    lines = [
+    return (
         f"{plural(len(status.nodes), 'GPU node')}, {plural(len(cards), 'GPU')} "
         f"({sum(1 for g in cards if g.full)} full), {used}/{registered} MiB reserved "
         f"({_percent(used, registered)}), {plural(pods, 'pod')} holding GPUs, "
-        f"{plural(mig, 'MIG instance')} in use",
-    ]
-    if status.nodes:
-        header = [
-            "NODE",
-            "MODE",
-            "GPUS",
-            "FULL",
-            "MEMORY-MiB",
-            "MEM%",
-            "CORES%",
-            "PODS",
-            "MIG",
-            "FULLEST-GPU",
-        ]
-        lines += ["", *_table([header, *(_node_row(n) for n in status.nodes)])]
-        lines += [f"  {n.name}: {n.problem}" for n in status.nodes if n.problem]
-    lines += ["", f"Pending vGPU pods: {len(status.pending)}"]
+        f"{plural(mig, 'MIG instance')} in use"
+    )
+
+
+def _node_lines(status: FleetStatus) -> list[str]:
+    if not status.nodes:
+        return []
+    header = ["NODE", "MODE", "GPUS", "FULL", "MEMORY-MiB", "MEM%", "CORES%", "PODS", "MIG", "FULLEST-GPU"]
+    lines = ["", *_table([header, *(_node_row(n) for n in status.nodes)])]
+    return lines + [f"  {n.name}: {n.problem}" for n in status.nodes if n.problem]
+
+
+def _pending_lines(status: FleetStatus, width: int) -> list[str]:
+    lines = ["", f"Pending vGPU pods: {len(status.pending)}"]
     for pod in status.pending[:PENDING_SHOWN]:
         because = f"{pod.reason}: {pod.message}" if pod.reason else pod.message
-        head = f"  {pod.namespace}/{pod.name}  "
-        # The remedy at the end of the message is kept whole: what to do must survive the width.
-        lines.append(head + clip(because, max(MESSAGE_WIDTH - len(head), 40)))
+        lines += _wrapped(f"  {pod.namespace}/{pod.name}  ", because, width)
     if len(status.pending) > PENDING_SHOWN:
         lines.append(f"  ... and {len(status.pending) - PENDING_SHOWN} more (-o json lists them all)")
-    lines += [
+    return lines
+
+
+def _unseen_lines(status: FleetStatus, width: int) -> list[str]:
+    count = len(status.unseen)
+    why = " (made before vgpu-guard, outside its namespaces, or while it failed open)" if count else ""
+    lines = ["", *_wrapped("", f"vGPU pods the webhook never saw: {count}{why}", width)]
+    for pod in status.unseen[:UNSEEN_SHOWN]:
+        where = f"on {pod.node}" if pod.node else "pending"
+        lines += _wrapped(f"  {pod.namespace}/{pod.name}  {where}: ", pod.why, width)
+    if count > UNSEEN_SHOWN:
+        lines.append(f"  ... and {count - UNSEEN_SHOWN} more (-o json lists them all)")
+    return lines
+
+
+def _queue_lines(status: FleetStatus, width: int) -> list[str]:
+    lines = [
         "",
         f"Queue guarantees: {'none' if not status.queues else 'all queues against cluster capacity'}",
     ]
@@ -271,7 +355,22 @@ def render_text(status: FleetStatus) -> str:
         shares = ", ".join(f"{name} {amount}" for name, amount in q.queues[:QUEUES_SHOWN])
         more = f" and {len(q.queues) - QUEUES_SHOWN} more" if len(q.queues) > QUEUES_SHOWN else ""
         over = "  OVER CAPACITY" if q.exceeded else ""
-        lines.append(f"  {q.resource}: {share}, {q.guaranteed} of {q.capacity}{over}; {shares}{more}")
+        lines += _wrapped(
+            f"  {q.resource}: ", f"{share}, {q.guaranteed} of {q.capacity}{over}; {shares}{more}", width
+        )
+    return lines
+
+
+def render_text(status: FleetStatus, *, width: int = 110) -> str:
+    """The one-screen text (golden-tested): a headline, the node table, pending pods, pods the
+    webhook never saw, queues; reasons wrapped whole at ``width`` (the command: ``terminal_width``)."""
+    lines = [
+        _headline(status),
+        *_node_lines(status),
+        *_pending_lines(status, width),
+        *_unseen_lines(status, width),
+        *_queue_lines(status, width),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -290,6 +389,9 @@ def status_json(status: FleetStatus) -> dict[str, Any]:
         "pending": [
             {"namespace": p.namespace, "name": p.name, "reason": p.reason, "message": p.message}
             for p in status.pending
+        ],
+        "unseen": [
+            {"namespace": p.namespace, "name": p.name, "node": p.node, "why": p.why} for p in status.unseen
         ],
         "queues": [
             {
@@ -317,6 +419,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, else ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--context", metavar="NAME", help="the kubeconfig context to use (default: its current-context)"
     )
     parser.add_argument("--config", metavar="FILE", help="vgpu-guard config file (scheduler name, ...)")
     parser.add_argument(
@@ -352,7 +457,9 @@ async def _main(args: argparse.Namespace, config: GuardConfig) -> int:
     from vgpu_guard.kube.aio import AioClusterClient
 
     try:
-        client = await AioClusterClient.from_kubeconfig(args.kubeconfig, request_timeout=args.timeout)
+        client = await AioClusterClient.from_kubeconfig(
+            args.kubeconfig, context=args.context, request_timeout=args.timeout
+        )
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -367,21 +474,31 @@ async def _main(args: argparse.Namespace, config: GuardConfig) -> int:
     if args.output == "json":
         print(json.dumps(status_json(status), indent=2))
     else:
-        sys.stdout.write(render_text(status))
+        sys.stdout.write(render_text(status, width=terminal_width()))
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def _kubeconfig_problem(kubeconfig: str | None, context: str | None) -> str | None:
+    """Why the kubeconfig (and ``--context``) cannot work, in one line; None: try it."""
+    from vgpu_guard.cli.live_cluster import kubeconfig_error
     from vgpu_guard.cli.serve import kubeconfig_problem
 
+    # Not in a pod: the service account is never used, so KUBERNETES_SERVICE_HOST is ignored here.
+    environ = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    listed = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if context is None or (not kubeconfig and len(listed) > 1):
+        return kubeconfig_problem(kubeconfig, environ)  # several files are merged by the library
+    path = kubeconfig or (listed[0] if listed else str(Path.home() / ".kube" / "config"))
+    return kubeconfig_error(path, context)
+
+
+def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, device_config=args.device_config)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    # Not in a pod: the service account is never used, so KUBERNETES_SERVICE_HOST is ignored here.
-    environ = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-    problem = kubeconfig_problem(args.kubeconfig, environ)
+    problem = _kubeconfig_problem(args.kubeconfig, args.context)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
