@@ -316,3 +316,27 @@ def test_every_rule_has_one_family() -> None:
     counts = Counter(rule for family in FAMILIES for rule in family.rules)
     assert set(counts) == set(RULES)
     assert {rule for rule, n in counts.items() if n > 1} == set()
+
+
+def test_a_decision_that_is_no_rules_is_an_error_result(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An object refused before any rule ran (too many containers) was judged by no policy: Kyverno's
+    ``error`` ("could not be evaluated"), not a silent allowed-looking gap in the report."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1750000000")
+    two = pod(containers=[{"name": n, "image": "i"} for n in ("a", "b")], name="wide")
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(two))
+    (tmp_path / "config.yaml").write_text("webhook: {maxContainers: 1}\n")
+    argv = ["review", "-f", str(tmp_path / "pod.yaml"), "--config", str(tmp_path / "config.yaml")]
+    assert run([*argv, "-o", "policyreport"]) == 1
+    (report,) = yaml.safe_load_all(capsys.readouterr().out)
+    assert report["summary"] == {"pass": 0, "fail": 0, "warn": 0, "error": 1, "skip": 0}
+    (row,) = report["results"]
+    assert {k: row[k] for k in ("policy", "rule", "category", "severity", "result")} == {
+        "policy": "vgpu-guard-admission",
+        "rule": "object-too-large",
+        "category": "Admission",
+        "severity": "medium",
+        "result": "error",
+    }
+    assert row["message"].startswith("[object-too-large] ")
