@@ -495,7 +495,9 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
     assert shown.code == 0, shown.transcript()
     stored_config = yaml.safe_load(shown.stdout)
     assert stored_config["topology"]["ibClusterLabel"] == label, shown.transcript()
-    assert stored_config["scheduling"]["routing"] is True, shown.transcript()  # the README's value
+    # The README installs the default mode: Volcano schedules, the arbiter reserves what it writes.
+    assert stored_config["scheduling"]["routing"] is False, shown.transcript()
+    assert stored_config["arbiter"]["unboundReleaseSeconds"] == 90, shown.transcript()
     timeout = await kubectl(
         "get", "mutatingwebhookconfiguration", f"{HELM_RELEASE}-vgpu-guard",
         "-o", "jsonpath={.webhooks[0].timeoutSeconds}",
