@@ -236,3 +236,58 @@ async def test_an_outage_pauses_vgpu_binds_on_1_28_and_is_caught_afterwards_befo
 
     await until("the controller reports the overcommit on the node", reported, within=60.0)
     assert used_per_gpu(await env.pods()) == {"GPU-e2e-a10-0-0": 36864}
+
+
+# -- a 64-pod gang bound at once ------------------------------------------------------------------
+def _sample(metrics: str, name: str, labels: str = "") -> float:
+    """One sample of the Prometheus text exposition (0 when the series is absent)."""
+    for line in metrics.splitlines():
+        if line.startswith(f"{name}{labels} ") or (not labels and line.startswith(f"{name} ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_a_64_pod_gang_bound_at_once_onto_8_nodes_all_binds(
+    env: Env, volcano_mode: AioClusterClient
+) -> None:
+    """Volcano binds a gang's session at once: 64 bindings onto 8 two-card nodes (4 x 6 GiB per card,
+    exactly full). Every pod binds; the coalescing keeps ledger writes and attempts per binding low
+    (printed for docs/benchmarks.md: conflicts come from the controller's writes meeting ours)."""
+    process = env.guard.processes[VOLCANO_MODE]
+    written = '{result="written",writer="arbiter"}'
+    conflict = '{result="conflict",writer="arbiter"}'
+    async with arbiter_nodes(env):
+        await asyncio.sleep(1)  # the webhook's node cache
+        pods = [(await env.create(PODS, gpu_pod(f"g{i:02}", 6144, pool=POOL)))[0] for i in range(64)]
+        before = await process.metrics()
+        binder = Binder(volcano_mode, "1.16")
+        nodes = ARBITER_NODES[:8]
+        await asyncio.gather(
+            *(
+                binder.bind(pod, nodes[i // 8].name, [Device(nodes[i // 8].gpus[i % 2][0], 6144)])
+                for i, pod in enumerate(pods)
+            )
+        )
+        after = await process.metrics()
+    bound = [p for p in await env.pods() if p["spec"].get("nodeName")]
+    assert len(bound) == 64
+    assert used_per_gpu(bound) == {spec.gpus[c][0]: CARD for spec in nodes for c in range(2)}
+    writes = _sample(after, "vgpu_guard_ledger_writes_total", written) - _sample(
+        before, "vgpu_guard_ledger_writes_total", written
+    )
+    conflicts = _sample(after, "vgpu_guard_ledger_writes_total", conflict) - _sample(
+        before, "vgpu_guard_ledger_writes_total", conflict
+    )
+    attempts = _sample(after, "vgpu_guard_arbiter_write_attempts_sum") - _sample(
+        before, "vgpu_guard_arbiter_write_attempts_sum"
+    )
+    answered = _sample(after, "vgpu_guard_arbiter_write_attempts_count") - _sample(
+        before, "vgpu_guard_arbiter_write_attempts_count"
+    )
+    print(
+        f"64-pod gang: {writes:.0f} ledger writes, {conflicts:.0f} conflicts, "
+        f"{attempts / answered:.2f} decisions per binding"
+    )
+    assert answered == 64
+    assert 8 <= writes < 64, "coalesced: fewer writes than bindings, at least one per node"
+    assert attempts / answered < 2
