@@ -106,7 +106,7 @@ CONFIRMED = {
 }
 ASSIGNING = {
     "kind": "Binding",
-    "metadata": {"name": "p", "annotations": dict(IDS["metadata"]["annotations"])},
+    "metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,1024,10:;"}},
 }
 NODE_ONLY = {"kind": "Binding", "metadata": {"name": "p", "annotations": {"volcano.sh/vgpu-node": "n1"}}}
 
