@@ -157,7 +157,7 @@ class AllocationMetrics:
             ["kind"],
             registry=registry,
         )
-        self.ledger_writes = LedgerWriteMetrics.create(registry, coalescing=False)
+        self.ledger_writes = LedgerWriteMetrics.for_registry(registry)
         self.conflicts = Counter(
             "vgpu_guard_ledger_conflicts_total",
             "Ledger writes that lost an optimistic-concurrency race (409) and were re-decided.",

@@ -247,7 +247,7 @@ def create_app(
             client,
             memory_factor=config.nvidia.gpu_memory_factor,
             writer="arbiter",
-            metrics=LedgerWriteMetrics.create(registry, coalescing=True),
+            metrics=LedgerWriteMetrics.for_registry(registry),
         )
         if client is not None
         else None

@@ -43,7 +43,7 @@ def decision(name: str, card: int, memory: int) -> Decide:
 
 
 def writer(client: MemoryClusterClient, registry: CollectorRegistry | None = None) -> LedgerWriter:
-    metrics = LedgerWriteMetrics.create(registry or CollectorRegistry(), coalescing=True)
+    metrics = LedgerWriteMetrics.for_registry(registry or CollectorRegistry())
     return LedgerWriter(client, memory_factor=1, writer="arbiter", metrics=metrics)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,25 +56,33 @@ class WriteFailed(Exception):
 
 @dataclass(frozen=True)
 class LedgerWriteMetrics:
-    """How ledger writes went, by writer (``controller`` or ``arbiter``); the arbiter's batching too."""
+    """How ledger writes went, by writer (``controller`` or ``arbiter``), and the arbiter's batching.
+
+    One set per registry (``for_registry``): ``serve all`` runs the webhook and the controller in
+    one process on one registry, and both write ledgers.
+    """
 
     writes: Counter
-    batch: Histogram | None = None
-    attempts: Histogram | None = None
+    batch: Histogram
+    attempts: Histogram
 
     @classmethod
-    def create(cls, registry: CollectorRegistry, *, coalescing: bool) -> LedgerWriteMetrics:
-        writes = Counter(
-            "vgpu_guard_ledger_writes_total",
-            "GPULedger writes sent, by writer and result (written, conflict: a 409 re-read and "
-            "re-decided, error).",
-            ["writer", "result"],
-            registry=registry,
-        )
-        if not coalescing:
-            return cls(writes)
+    def for_registry(cls, registry: CollectorRegistry) -> LedgerWriteMetrics:
+        known = _BY_REGISTRY.get(registry)
+        if known is None:
+            known = _BY_REGISTRY[registry] = cls._create(registry)
+        return known
+
+    @classmethod
+    def _create(cls, registry: CollectorRegistry) -> LedgerWriteMetrics:
         return cls(
-            writes,
+            writes=Counter(
+                "vgpu_guard_ledger_writes_total",
+                "GPULedger writes sent, by writer and result (written, conflict: a 409 re-read and "
+                "re-decided, error).",
+                ["writer", "result"],
+                registry=registry,
+            ),
             batch=Histogram(
                 "vgpu_guard_arbiter_batch_requests",
                 "Admission requests answered by one ledger write (coalesced per node).",
@@ -87,6 +96,9 @@ class LedgerWriteMetrics:
                 registry=registry,
             ),
         )
+
+
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, LedgerWriteMetrics] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -209,7 +221,7 @@ class LedgerWriter:
         try:
             while state.waiting:
                 batch, state.waiting = state.waiting, []
-                if self.metrics is not None and self.metrics.batch is not None:
+                if self.metrics is not None:
                     self.metrics.batch.observe(len(batch))
                 ledger = await self._settle(node, batch, ledger, info)
         finally:
@@ -271,7 +283,7 @@ class LedgerWriter:
             return LedgerError(f"cannot be read: {e}")
 
     def _answer(self, request: _Request, outcome: Reserved | Refused) -> None:
-        if self.metrics is not None and self.metrics.attempts is not None:
+        if self.metrics is not None:
             self.metrics.attempts.observe(max(1, request.attempts))
         if not request.answer.done():
             request.answer.set_result(outcome)
