@@ -104,6 +104,10 @@ def _node_name(pod: Mapping[str, Any]) -> str:
     return str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
 
 
+# Seconds a time stamp from another clock (a pod's bind-time) may lie ahead of ours. Further ahead
+# it is treated as expired: a bind-time of 9999999999 must not keep a node busy for ever (issue 36).
+CLOCK_SKEW_SECONDS = 60
+
 # Requests of one pass sent at once (ledger writes of different nodes, bindings, reports): enough to
 # keep the API server busy while this process decides nothing meanwhile, few enough that a pass over a
 # flood of unplaceable pods does not swamp it.
@@ -590,15 +594,22 @@ class AllocationController:
         timeout = self.config.scheduling.allocating_timeout_seconds
         busy: dict[str, str] = {}
         for record in list(self.world.allocating.values()):
-            if now - record.bind_time < timeout:
+            ahead = record.bind_time - now
+            if ahead <= CLOCK_SKEW_SECONDS and now - record.bind_time < timeout:
                 busy[record.node] = record.uid
                 continue
+            why = (
+                f"its volcano.sh/bind-time {record.bind_time} is {ahead}s ahead of this controller's clock "
+                f"(more than the {CLOCK_SKEW_SECONDS}s skew allowed), so it counts as timed out"
+                if ahead > CLOCK_SKEW_SECONDS
+                else f"the device plugin has not confirmed the GPU assignment within {timeout}s "
+                "(bind-phase still allocating)"
+            )
             await self.reports.once(
                 self.world.pods[record.uid],
                 "AllocationTimeout",
                 (
-                    f"the device plugin has not confirmed the GPU assignment within {timeout}s "
-                    f"(bind-phase still allocating); node {record.node} is released for the next pod; check "
+                    f"{why}; node {record.node} is released for the next pod; check "
                     "the volcano-vgpu-device-plugin logs on that node"
                 ),
             )

@@ -109,6 +109,45 @@ async def test_an_unreadable_bind_time_counts_as_timed_out_and_never_stops_a_pas
     assert len(cluster.bound()) == 2  # read as time 0: long past the timeout, the node is free again
 
 
+async def test_a_bind_time_from_the_future_counts_as_timed_out_and_says_why() -> None:
+    """Issue 36: bind-time 9999999999 kept its node busy for ever (now - bind_time stayed negative)."""
+    cluster = Cluster([gpu_node("a", 2)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("p0", memory=1000))
+    cluster.create_pod(vgpu_pod("p1", memory=1000))
+    await controller.settle()
+    [bound] = cluster.bound()
+    cluster.store.patch(
+        PODS,
+        bound,
+        {"metadata": {"annotations": {"volcano.sh/bind-time": "9999999999"}}},
+        namespace="default",
+    )
+    await controller.settle()
+    assert len(cluster.bound()) == 2
+    [event] = cluster.events("AllocationTimeout")
+    ahead = 9999999999 - int(cluster.clock())
+    assert event["message"].startswith(
+        f"its volcano.sh/bind-time 9999999999 is {ahead}s ahead of this controller's clock (more than the 60s "
+        "skew allowed), so it counts as timed out; node a is released for the next pod"
+    )
+
+
+async def test_a_bind_time_within_the_clock_skew_still_holds_its_node() -> None:
+    cluster = Cluster([gpu_node("a", 2)])
+    controller = cluster.replica()
+    cluster.create_pod(vgpu_pod("p0", memory=1000))
+    cluster.create_pod(vgpu_pod("p1", memory=1000))
+    await controller.settle()
+    [bound] = cluster.bound()
+    soon = str(int(cluster.clock()) + 60)
+    cluster.store.patch(
+        PODS, bound, {"metadata": {"annotations": {"volcano.sh/bind-time": soon}}}, namespace="default"
+    )
+    await controller.settle()
+    assert len(cluster.bound()) == 1
+
+
 async def test_gang_of_four_with_room_for_three_binds_none() -> None:
     cluster = Cluster([gpu_node("a", 3)])
     cluster.store.create(

@@ -32,7 +32,7 @@ from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, Mi
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
 from vgpu_guard.engine.pod_request import PodRequest
-from vgpu_guard.engine.untrusted import plain_int
+from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, plain_int
 
 __all__ = [
     "Adoption",
@@ -98,6 +98,9 @@ def _decode_device(record: str) -> DecodedDevice | str:
     memory, cores = (plain_int(fields[2]), plain_int(fields[3])) if len(fields) == 4 else (None, None)
     if memory is None or cores is None:
         return f"device {record[:80]!r} is not UUID,TYPE,memory,cores with integer memory and cores"
+    if memory > MAX_GPU_MEMORY_MIB:
+        most = MAX_GPU_MEMORY_MIB
+        return f"device {record[:80]!r} claims {memory} MiB, more than any GPU has (at most {most})"
     uuid, group, position = fields[0], None, None
     if not uuid:
         return f"device {record[:80]!r} has an empty UUID"
@@ -206,6 +209,12 @@ def adopted_allocation(
         for d in devices:
             mig = None
             memory = d.memory * factor
+            if memory > MAX_GPU_MEMORY_MIB:
+                invalid.append(
+                    f"device {d.uuid!r} claims {memory} MiB (x gpuMemoryFactor {factor}), more than any GPU "
+                    f"has (at most {MAX_GPU_MEMORY_MIB})"
+                )
+                continue
             if d.mig_group is not None and d.mig_position is not None:
                 mig = MigSlot(group=d.mig_group, profile="", position=d.mig_position)
                 types = {g.uuid: g.type for g in node.gpus} if node is not None else {}
@@ -255,6 +264,8 @@ def hold_larger(
         target = containers[min(position, len(containers) - 1)] if containers else []
         for d in devices:
             memory = d.memory * memory_factor
+            if memory > MAX_GPU_MEMORY_MIB:
+                continue  # more than any GPU has: reported by the decoder's caller, never held
             at = next((i for i, g in enumerate(target) if g.uuid == d.uuid), None)
             if at is None:
                 mig = (

@@ -79,7 +79,7 @@ class NvidiaConfig(_Model):
     device_split_count: int = Field(default=10, ge=1)
     device_memory_scaling: Decimal = Field(default=Decimal(1), gt=0)
     device_core_scaling: Decimal = Field(default=Decimal(1), gt=0)
-    gpu_memory_factor: int = Field(default=1, ge=1, alias="gpuMemoryFactor")
+    gpu_memory_factor: int = Field(default=1, ge=1, le=1024, alias="gpuMemoryFactor")
     known_mig_geometries: tuple[MigModelGeometries, ...] = ()
 
     @field_validator("device_memory_scaling", "device_core_scaling", mode="before")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vgpu_guard.engine.untrusted import plain_int
+from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, MAX_SPLIT_COUNT, plain_int
 
 __all__ = [
     "REGISTER_ANNOTATION",
@@ -72,10 +72,10 @@ def _device(fields: list[str], position: int, seen: set[str], mig_models: Sequen
     if uuid in seen:
         return f"repeats UUID {uuid}"
     split_count, memory_mib = plain_int(count), plain_int(memory)
-    if split_count is None or split_count < 1:
-        return f"has split count {count!r}, expected a positive integer"
-    if memory_mib is None:
-        return f"has device memory {memory!r}, expected an integer (MiB)"
+    if split_count is None or not 1 <= split_count <= MAX_SPLIT_COUNT:
+        return f"has split count {count!r}, expected an integer from 1 to {MAX_SPLIT_COUNT}"
+    if memory_mib is None or memory_mib > MAX_GPU_MEMORY_MIB:
+        return f"has device memory {memory!r}, expected an integer (MiB) of at most {MAX_GPU_MEMORY_MIB}"
     if health not in ("true", "false"):
         return f"has health {health!r}, expected true or false"
     if mode not in MODES:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.devices import GpuDevice
 from vgpu_guard.engine.mig_placement import total_slices
+from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, MAX_UNIX_SECONDS
 
 __all__ = [
     "API_VERSION",
@@ -450,6 +451,8 @@ def _well_formed_allocation(raw: object) -> Allocation | None:
             uuid, memory, cores = d.get("uuid"), d.get("memoryMiB"), d.get("cores")
             if type(uuid) is not str or type(memory) is not int or type(cores) is not int:
                 return None
+            if not (0 <= memory <= MAX_GPU_MEMORY_MIB and 0 <= cores <= MAX_CORES):
+                return None  # the checked path names the field
             devices.append(DeviceGrant(sys.intern(uuid), memory, cores))
         containers.append(ContainerGrant(index, str(c.get("name") or ""), tuple(devices)))
     uid, namespace, name, reserved = (
@@ -460,7 +463,7 @@ def _well_formed_allocation(raw: object) -> Allocation | None:
     )
     if type(uid) is not str or type(namespace) is not str or type(name) is not str:
         return None
-    if reserved is not None and type(reserved) is not int:
+    if reserved is not None and (type(reserved) is not int or not 0 <= reserved <= MAX_UNIX_SECONDS):
         return None
     return _allocation(
         raw, uid=uid, namespace=namespace, name=name, containers=tuple(containers), reserved_at=reserved or 0
@@ -521,8 +524,8 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
             devices.append(
                 DeviceGrant(
                     uuid=sys.intern(_field(d, "uuid", str, dpath)),
-                    memory=_field(d, "memoryMiB", int, dpath),
-                    cores=_field(d, "cores", int, dpath),
+                    memory=_bounded(d, "memoryMiB", dpath, MAX_GPU_MEMORY_MIB),
+                    cores=_bounded(d, "cores", dpath, MAX_CORES),
                     mig=mig,
                 )
             )
@@ -543,6 +546,15 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
     )
 
 
+def _bounded(obj: Mapping[str, Any], key: str, path: str, most: int) -> int:
+    """An integer field within 0..``most``: what no GPU can hold is unreadable, not summed (the
+    ledger's own sums are int64, and a write over that limit is refused by the API server)."""
+    value: int = _field(obj, key, int, path)
+    if not 0 <= value <= most:
+        raise LedgerError(f"{path}.{key}: {value} is outside 0..{most}")
+    return value
+
+
 def _reserved_at(value: object, path: str) -> int:
     """Unix seconds; absent reads as 0. A number in a string or a float is read as before; what is
     not a number at all is an error naming the field, never a crash of the reader."""
@@ -551,9 +563,12 @@ def _reserved_at(value: object, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise LedgerError(f"{path}.reservedAt: expected an integer, got {value!r}")
     try:
-        return int(value)
+        seconds = int(value)
     except (ValueError, OverflowError):
         raise LedgerError(f"{path}.reservedAt: expected an integer, got {value!r}") from None
+    if not 0 <= seconds <= MAX_UNIX_SECONDS:
+        raise LedgerError(f"{path}.reservedAt: {seconds} is outside 0..{MAX_UNIX_SECONDS}")
+    return seconds
 
 
 # The key under which a cached ledger carries its decoded form (never an API field: it has no

@@ -12,10 +12,21 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["as_list", "as_mapping", "plain_int"]
+__all__ = ["MAX_GPU_MEMORY_MIB", "MAX_SPLIT_COUNT", "MAX_UNIX_SECONDS", "as_list", "as_mapping", "plain_int"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})  # shared by every caller, so read-only
 _MAX_DIGITS = 18
+
+# Bounds on numbers from outside (registrations, assignments, ledgers) before they reach a sum we
+# write: the GPULedger's integers are int64, and eleven devices of 999999999999999999 MiB each
+# passed the digit check and overflowed the ledger's summary, so kube-apiserver refused every write
+# of that node's ledger (issue 36). A value past these is unreadable, named where it was found.
+# 2^24 MiB (16 TiB) per GPU: two orders of magnitude above the largest card (192 GB).
+MAX_GPU_MEMORY_MIB = 1 << 24
+# vGPUs one card is split into (the device plugin's deviceSplitCount; HAMi's default is 10).
+MAX_SPLIT_COUNT = 1 << 10
+# Unix seconds (year 2286): a time stamp past it is not a time.
+MAX_UNIX_SECONDS = 9_999_999_999
 
 
 def as_mapping(value: object) -> Mapping[str, Any]:
