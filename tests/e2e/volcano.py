@@ -1,24 +1,16 @@
-"""Volcano's binder as the tests' stand-in: the exact writes Volcano makes for a vGPU pod, per version.
+"""Volcano's binder as the tests' stand-in: the exact writes Volcano makes for a vGPU task, per version.
 
-Volcano cannot be built here, so the e2e stories reproduce what it sends, from its source:
+Volcano cannot be built here, so the e2e stories make the writes it makes, with the product's own
+model of them (vgpu_guard/volcano/binder.py, where each step cites Volcano's source): >= 1.16 the
+assignment on the Binding; 1.10-1.15 a PATCH of the pod, then the Binding. A refused write raises
+what the API server answered, as Volcano sees it. Bindings of one session go out concurrently; a
+failed bind resyncs the task and a later session decides again on fresh data.
 
-- Volcano >= 1.16 (PR #5588, the fix of #5532): the predicates plugin's AllocateFunc merges the
-  device annotations into the task's pod (pkg/scheduler/api/devices/nvidia/vgpu/device_info.go
-  ~339-357; plugins/predicates/predicates.go ~243-251) and ``DefaultBinder.Bind`` sends the pod's
-  annotations on the Binding: ``ObjectMeta{Namespace, Name, UID: p.UID, Annotations:
-  p.Annotations}``, ``Target{Kind: Node, Name: task.NodeName}`` (pkg/scheduler/cache/cache.go).
-- Volcano 1.10-1.15: ``GPUDevices.Allocate`` PATCHes ``vgpu-node``, ``vgpu-time`` (Unix seconds),
-  ``vgpu-ids-new``, ``devices-to-allocate`` (= ``vgpu-ids-new``), ``bind-phase: allocating`` and
-  ``bind-time`` (Unix seconds) onto the pod (device_info.go of those tags, ``patchPodAnnotations``);
-  the Binding that follows carries the pod's annotations as read by the scheduler's cache (the
-  same ``DefaultBinder``). A failed patch fails the allocation: nothing is bound.
-- Bindings of one session go out concurrently; a failed bind resyncs the task and a later session
-  decides again on fresh data.
-
-The binder decides from its own view, deliberately stale when a story says so (#3616: three 12 GiB
-pods placed on one 24 GiB card in one session), and runs as Volcano's ServiceAccount
-(``system:serviceaccount:volcano-system:volcano-scheduler``, an ``admission.allocationWriters``
-entry), so every write meets the webhook exactly as Volcano's would.
+What this module adds is the tests' side: the binder decides from a view the story gives it
+(deliberately stale when a story says so, #3616: three 12 GiB pods placed on one 24 GiB card in
+one session), and runs as Volcano's ServiceAccount (``system:serviceaccount:volcano-system:
+volcano-scheduler``, an ``admission.allocationWriters`` entry, with the pod rights of Volcano's
+ClusterRole), so every write meets the webhook exactly as Volcano's would.
 """
 
 from __future__ import annotations
@@ -37,13 +29,14 @@ from tests.e2e.harness import (
 )
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, KubeError, NotFound
-from vgpu_guard.kube.resources import NAMESPACES, PODS
+from vgpu_guard.kube.resources import NAMESPACES
+from vgpu_guard.volcano.binder import SCHEDULER_USER, parse_version, write_assignment
 
 Obj = dict[str, Any]
 Version = Literal["1.16", "1.15"]
 NAMESPACE = "volcano-system"
 ACCOUNT = "volcano-scheduler"
-USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+USER = SCHEDULER_USER
 _ROLE = "e2e-volcano-scheduler"
 
 
@@ -61,18 +54,6 @@ def encode(devices: Sequence[Device]) -> str:
     return "".join(f"{d.uuid},NVIDIA,{d.memory},{d.cores}:" for d in devices)
 
 
-def device_annotations(node: str, devices: Sequence[Device], now: int) -> dict[str, str]:
-    ids = encode(devices)
-    return {
-        "volcano.sh/vgpu-node": node,
-        "volcano.sh/vgpu-time": str(now),
-        "volcano.sh/vgpu-ids-new": ids,
-        "volcano.sh/devices-to-allocate": ids,
-        "volcano.sh/bind-phase": "allocating",
-        "volcano.sh/bind-time": str(now),
-    }
-
-
 @dataclass
 class Binder:
     """Volcano's writes for one task, as ``version`` makes them; ``api`` authenticates as Volcano."""
@@ -83,13 +64,10 @@ class Binder:
     async def bind(self, pod: Obj, node: str, devices: Sequence[Device]) -> None:
         """Allocate and bind ``pod`` (as read by the scheduler's cache) to ``node``; raises the
         API server's refusal (the webhook's denial included) as Volcano would see it."""
-        meta = pod["metadata"]
-        notes = {**(meta.get("annotations") or {}), **device_annotations(node, devices, int(time.time()))}
-        if self.version == "1.15":
-            await self.api.patch(
-                PODS, meta["name"], {"metadata": {"annotations": notes}}, namespace=meta["namespace"]
-            )
-        await self.api.bind(meta["namespace"], meta["name"], node=node, annotations=notes, uid=meta["uid"])
+        version = parse_version(self.version)
+        await write_assignment(
+            self.api, pod, node=node, ids=encode(devices), version=version, now=int(time.time())
+        )
 
 
 async def _ensure(api: AioClusterClient, resource: Any, obj: Obj, namespace: str | None = None) -> None:

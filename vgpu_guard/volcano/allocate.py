@@ -1,0 +1,271 @@
+"""Volcano's enqueue and allocate actions over one snapshot of its cache: pure decisions, no I/O.
+
+What a session decides, from Volcano's source (pkg/scheduler/):
+
+- **Whose pods**: pods with ``schedulerName: volcano`` that are not bound, grouped into jobs by
+  their PodGroup (``scheduling.k8s.io/group-name``; cache.go ~709-720). A pod without a group is a
+  job of one (Volcano's PodGroup controller gives it a PodGroup of minMember 1,
+  pkg/controllers/podgroup/pg_controller.go; the model does not create that object). A group's pods
+  are scheduled only once their PodGroup exists and is past Pending.
+- **enqueue** (actions/enqueue/enqueue.go): PodGroups ``Pending`` (or without a phase) move to
+  ``Inqueue``. The model lets every PodGroup in: ``JobEnqueueable`` (queue capacity, the
+  overcommit and proportion plugins) is not modelled.
+- **allocate** (actions/allocate/allocate.go): jobs by priority (the priority plugin: the highest
+  pod priority, then the oldest), tasks likewise. Node and devices come from the cache: the nodes'
+  ``volcano.sh/node-vgpu-register`` and what the bound pods' own ``vgpu-ids-new`` hold (Volcano's
+  cache never reads vgpu-guard's ledger), binpack (the tightest card that fits). The per-card and
+  per-node rules are the engine's ``Allocator``, which follows deviceshare's (engine/allocator.py).
+  Only vGPU pods are placed; cpu, memory, ports and pod affinity are not judged.
+- **gang** (plugins/gang/gang.go): a job is committed only when its bound tasks plus the tasks
+  placed now reach ``minMember``; otherwise the statement is discarded and every pending task gets
+  ``<missing>/<tasks> tasks in gang unschedulable: ...`` (gang.go ``OnSessionClose``).
+- **stale cache** (#3616, Volcano 1.9): the session does not count its own placements, so every
+  task of the session sees the cards as they were when it opened: three 12 GiB pods land on one
+  24 GiB card. Off, each placement is counted before the next task is decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable, pod_queue
+from vgpu_guard.engine.annotations import VGPU_IDS
+from vgpu_guard.engine.assignment import adopted_allocation, encode_assignment
+from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.ledger import NodeLedger
+from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
+from vgpu_guard.engine.untrusted import as_mapping
+
+__all__ = [
+    "SCHEDULER_NAME",
+    "Assignment",
+    "JobDecision",
+    "SessionPlan",
+    "Snapshot",
+    "decide",
+    "pod_key",
+]
+
+Obj = dict[str, Any]
+# Volcano's default schedulerName (installer/helm/chart/volcano/values.yaml).
+SCHEDULER_NAME = "volcano"
+_PENDING_PHASES = ("", "Pending")
+_ENDED = ("Succeeded", "Failed")
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    meta = as_mapping(pod.get("metadata"))
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Volcano's cache when a session opens: every Node, Pod, PodGroup and Queue (typed objects)."""
+
+    nodes: tuple[Obj, ...] = ()
+    pods: tuple[Obj, ...] = ()
+    podgroups: tuple[Obj, ...] = ()
+    queues: tuple[Obj, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A task placed by the session: its pod, node, and the ``vgpu-ids-new`` value to write."""
+
+    pod: Obj
+    node: str
+    ids: str
+
+
+@dataclass(frozen=True)
+class JobDecision:
+    """One job's statement: ``ready`` (commit: bind ``assignments``) or discarded; the tasks left
+    pending and why, as ``(pod, reason)``; ``minimum`` and ``running`` for re-checking readiness."""
+
+    name: str
+    ready: bool
+    assignments: tuple[Assignment, ...] = ()
+    unplaced: tuple[tuple[Obj, str], ...] = ()
+    minimum: int = 1
+    running: int = 0
+    podgroup: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one session decided: PodGroups to enqueue, then each job's statement in order."""
+
+    enqueue: tuple[tuple[str, str], ...] = ()
+    jobs: tuple[JobDecision, ...] = field(default=())
+
+
+@dataclass
+class _Job:
+    name: str
+    podgroup: tuple[str, str] | None
+    minimum: int
+    tasks: list[tuple[Obj, PodRequest | None, str]] = field(default_factory=list)  # pod, request, error
+    running: int = 0
+    blocked: str = ""  # why none of its tasks may be scheduled now (no PodGroup)
+
+    def order(self) -> tuple[int, str, str]:
+        pending = [r for _, r, _ in self.tasks if r is not None]
+        top = max((r.priority for r in pending), default=0)
+        oldest = min((r.created for r in pending), default="")
+        return (-top, oldest, self.name)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_mapping(obj.get("metadata"))
+
+
+def _phase(obj: Mapping[str, Any]) -> str:
+    return str(as_mapping(obj.get("status")).get("phase") or "")
+
+
+def _group_key(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    notes = as_mapping(_meta(pod).get("annotations"))
+    group = notes.get("scheduling.k8s.io/group-name") or notes.get("scheduling.volcano.sh/group-name")
+    return (str(_meta(pod).get("namespace") or "default"), str(group)) if group else None
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    return not _meta(pod).get("deletionTimestamp") and _phase(pod) not in _ENDED
+
+
+def _ours(pod: Mapping[str, Any]) -> bool:
+    return as_mapping(pod.get("spec")).get("schedulerName") == SCHEDULER_NAME
+
+
+def _bound(pod: Mapping[str, Any]) -> bool:
+    return bool(as_mapping(pod.get("spec")).get("nodeName"))
+
+
+def _request(pod: Mapping[str, Any], config: GuardConfig) -> tuple[PodRequest | None, str]:
+    try:
+        request = pod_request(pod, config.nvidia)
+    except PodRequestError as e:
+        return None, f"its vGPU request cannot be read: {e}"
+    if request is None:
+        return None, "the Volcano model places vGPU pods only; this pod requests no vGPU"
+    return request, ""
+
+
+def _ledgers(snapshot: Snapshot, view: ClusterView, config: GuardConfig) -> dict[str, NodeLedger]:
+    """What the cache believes each card holds: the bound pods' own assignments."""
+    ledgers: dict[str, NodeLedger] = {}
+    for pod in snapshot.pods:
+        node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
+        raw = as_mapping(_meta(pod).get("annotations")).get(VGPU_IDS)
+        if not node or not raw or not _live(pod):
+            continue
+        try:
+            request = pod_request(pod, config.nvidia)
+        except PodRequestError:
+            continue
+        if request is None:
+            continue
+        queue, _ = pod_queue(request, view)
+        adopted = adopted_allocation(
+            request, str(raw), queue=queue, node=view.nodes.get(node), nvidia=config.nvidia
+        )
+        ledger = ledgers.get(node) or NodeLedger(node=node)
+        ledgers[node] = ledger.with_allocation(adopted.allocation)
+    return ledgers
+
+
+def _jobs(snapshot: Snapshot, podgroups: Mapping[tuple[str, str], Obj], config: GuardConfig) -> list[_Job]:
+    jobs: dict[str, _Job] = {}
+    for pod in snapshot.pods:
+        if not _ours(pod) or not _live(pod):
+            continue
+        group = _group_key(pod)
+        name = f"{group[0]}/{group[1]}" if group else pod_key(pod)
+        job = jobs.get(name)
+        if job is None:
+            podgroup = podgroups.get(group) if group else None
+            minimum = as_mapping(podgroup.get("spec")).get("minMember") if podgroup else 1
+            job = jobs[name] = _Job(name, group, minimum if isinstance(minimum, int) else 1)
+            if group and podgroup is None:
+                job.blocked = f"its PodGroup {name} does not exist; Volcano schedules a group's pods with it"
+        if _bound(pod):
+            job.running += 1
+        else:
+            job.tasks.append((pod, *_request(pod, config)))
+    return [job for job in jobs.values() if job.tasks]
+
+
+def _place(job: _Job, allocator: Allocator, *, stale: bool, now: int, factor: int) -> JobDecision:
+    """One job's statement: place its tasks in order; commit when the gang is ready."""
+    placed: list[Placement] = []
+    failed: list[tuple[Obj, str]] = []
+    pods = {r.uid: pod for pod, r, _ in job.tasks if r is not None}
+    for pod, request, error in sorted(job.tasks, key=lambda t: t[1].order if t[1] else (0, "", "", "")):
+        if request is None:
+            failed.append((pod, error))
+            continue
+        result = allocator.place(request, now=now)
+        if isinstance(result, Unplaceable):
+            failed.append((pod, result.message))
+            continue
+        placed.append(result)
+        if not stale:  # with #3616's stale cache the next task sees the cards as they were
+            allocator.commit(result)
+    ready = job.running + len(placed) >= job.minimum
+    assignments = tuple(
+        Assignment(pods[p.pod.uid], p.node, encode_assignment(p.allocation.containers, memory_factor=factor))
+        for p in placed
+    )
+    if not ready and not stale:
+        for placement in placed:
+            allocator.release(placement.pod.uid)
+    return JobDecision(
+        name=job.name,
+        ready=ready,
+        assignments=assignments,
+        unplaced=tuple(failed) if ready else _gang_reasons(job, len(placed), failed),
+        minimum=job.minimum,
+        running=job.running,
+        podgroup=job.podgroup,
+    )
+
+
+def _gang_reasons(job: _Job, placed: int, failed: list[tuple[Obj, str]]) -> tuple[tuple[Obj, str], ...]:
+    """gang.go's message for every pending task of a job that cannot start whole."""
+    if job.minimum <= 1:
+        return tuple(failed)
+    missing = job.minimum - job.running - placed
+    blocker = f"; {pod_key(failed[0][0]).split('/', 1)[1]}: {failed[0][1]}" if failed else ""
+    message = (
+        f"{missing}/{len(job.tasks) + job.running} tasks in gang unschedulable: gang {job.name} needs "
+        f"{job.minimum} (minMember), {job.running + placed} can run{blocker}"
+    )
+    return tuple((pod, message) for pod, _, _ in job.tasks)
+
+
+def decide(snapshot: Snapshot, config: GuardConfig, *, stale: bool, now: int) -> SessionPlan:
+    """Enqueue and allocate over ``snapshot`` (see the module docstring)."""
+    podgroups = {
+        (str(_meta(p).get("namespace") or "default"), str(_meta(p).get("name") or "")): p
+        for p in snapshot.podgroups
+    }
+    enqueue = tuple(sorted(key for key, p in podgroups.items() if _phase(p) in _PENDING_PHASES))
+    released = {
+        key: {**p, "status": {**as_mapping(p.get("status")), "phase": "Inqueue"}}
+        for key, p in podgroups.items()
+    }
+    objects: Iterable[Obj] = (*snapshot.nodes, *snapshot.queues, *released.values())
+    view = ClusterView.from_objects(objects, config, source="Volcano's cache")
+    allocator = Allocator(view, _ledgers(snapshot, view, config), config=config, policy="binpack")
+    decisions = []
+    for job in sorted(_jobs(snapshot, released, config), key=_Job.order):
+        if job.blocked:
+            decisions.append(
+                JobDecision(job.name, False, (), tuple((p, job.blocked) for p, _, _ in job.tasks))
+            )
+            continue
+        decisions.append(_place(job, allocator, stale=stale, now=now, factor=config.nvidia.gpu_memory_factor))
+    return SessionPlan(enqueue=enqueue, jobs=tuple(decisions))

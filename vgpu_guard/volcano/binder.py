@@ -1,0 +1,166 @@
+"""What Volcano's scheduler writes to give a vGPU task its GPUs and its node, per version.
+
+The arbiter judges writes, not intentions, so a model of Volcano is only as good as the writes it
+makes. From Volcano's source:
+
+- **>= 1.16** (PR #5588, the fix of #5532), ``annotated-binding``: the predicates plugin's
+  AllocateFunc merges the assignment into the task's pod in memory
+  (pkg/scheduler/api/devices/nvidia/vgpu/device_info.go ~339-357, ``GPUDevices.Allocate``;
+  plugins/predicates/predicates.go ~243-251) and nothing reaches the API server until
+  ``DefaultBinder.Bind`` sends the pod's annotations on the Binding:
+  ``ObjectMeta{Namespace, Name, UID: p.UID, Annotations: p.Annotations}``,
+  ``Target{Kind: Node, Name: task.NodeName}`` (pkg/scheduler/cache/cache.go). A statement that
+  is discarded (a gang that did not become ready) has written nothing.
+- **1.10-1.15**, ``patch-then-bind``: ``GPUDevices.Allocate`` PATCHes the same annotations onto
+  the pod while the session allocates (device_info.go of those tags, ``patchPodAnnotations``); a
+  failed patch fails the task's allocation. The Binding follows at commit with the pod's
+  annotations as the scheduler's cache holds them (the same ``DefaultBinder``). A discarded
+  statement calls the DeallocateFunc, which patches the assignment away again.
+
+The annotations (device_info.go; the device plugin reads them, pkg/util/util.go): ``vgpu-node``,
+``vgpu-time`` (Unix seconds), ``vgpu-ids-new``, ``devices-to-allocate`` (the same value),
+``bind-phase: allocating`` and ``bind-time`` (Unix seconds).
+
+Every call raises the API server's refusal as Volcano sees it (``KubeError``; an admission
+webhook's denial included); what Volcano does next (resync, decide again next session) is the
+session's business (session.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vgpu_guard.engine.annotations import (
+    BIND_PHASE,
+    BIND_TIME,
+    DEVICES_TO_ALLOCATE,
+    VGPU_IDS,
+    VGPU_NODE,
+    VGPU_TIME,
+)
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.resources import PODS
+
+__all__ = [
+    "DEFAULT_VERSION",
+    "SCHEDULER_USER",
+    "Sequence",
+    "VolcanoVersion",
+    "allocate",
+    "bind",
+    "deallocate",
+    "device_annotations",
+    "parse_version",
+    "write_assignment",
+]
+
+Obj = dict[str, Any]
+Sequence = Literal["annotated-binding", "patch-then-bind"]
+
+# Volcano's scheduler runs as this ServiceAccount (installer/helm/chart/volcano/templates/scheduler.yaml);
+# vgpu-guard's admission.allocationWriters names it.
+SCHEDULER_USER = "system:serviceaccount:volcano-system:volcano-scheduler"
+DEFAULT_VERSION = "1.16"
+_FIRST_PATCH_RELEASE, _FIRST_BINDING_RELEASE = 10, 16
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?$")
+_DEVICE_KEYS = (VGPU_NODE, VGPU_TIME, VGPU_IDS, DEVICES_TO_ALLOCATE, BIND_PHASE, BIND_TIME)
+
+
+@dataclass(frozen=True, slots=True)
+class VolcanoVersion:
+    """A Volcano release as the binder sees it: its name ("1.16") and the write sequence it makes."""
+
+    name: str
+    sequence: Sequence
+
+    @property
+    def describe(self) -> str:
+        """One phrase for reports: which release, and what its binder writes."""
+        if self.sequence == "annotated-binding":
+            return f"Volcano {self.name} (>= 1.16: the assignment rides on the Binding)"
+        return f"Volcano {self.name} (1.10-1.15: the assignment is PATCHed onto the pod, then the Binding)"
+
+
+def parse_version(text: str) -> VolcanoVersion:
+    """``1.16``, ``v1.12.2`` ...; raises ``ValueError`` naming the supported range.
+
+    Before 1.10 Volcano's vGPU support wrote other annotations (the ``volcano.sh/devices`` era),
+    which neither the device plugin nor this model reads.
+    """
+    found = _VERSION.match(text.strip())
+    if found is None or int(found.group(1)) != 1 or int(found.group(2)) < _FIRST_PATCH_RELEASE:
+        raise ValueError(
+            f"Volcano version {text!r} is not modelled: give 1.10 to 1.15 (the assignment PATCHed onto "
+            "the pod, then the Binding) or 1.16 and later (the assignment on the Binding)"
+        )
+    minor = int(found.group(2))
+    sequence: Sequence = "annotated-binding" if minor >= _FIRST_BINDING_RELEASE else "patch-then-bind"
+    return VolcanoVersion(name=f"1.{minor}", sequence=sequence)
+
+
+def device_annotations(node: str, ids: str, now: int) -> dict[str, str]:
+    """The annotations AllocateFunc writes for an assignment ``ids`` (``vgpu-ids-new``'s value)."""
+    return {
+        VGPU_NODE: node,
+        VGPU_TIME: str(now),
+        VGPU_IDS: ids,
+        DEVICES_TO_ALLOCATE: ids,
+        BIND_PHASE: "allocating",
+        BIND_TIME: str(now),
+    }
+
+
+def _annotations(pod: Mapping[str, Any]) -> dict[str, str]:
+    meta = pod.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return {str(k): str(v) for k, v in notes.items()} if isinstance(notes, Mapping) else {}
+
+
+def _with_annotations(pod: Mapping[str, Any], notes: Mapping[str, str]) -> Obj:
+    meta = dict(pod.get("metadata") or {})
+    meta["annotations"] = dict(notes)
+    return {**pod, "metadata": meta}
+
+
+async def allocate(
+    api: ClusterClient, pod: Mapping[str, Any], *, node: str, ids: str, version: VolcanoVersion, now: int
+) -> Obj:
+    """AllocateFunc: the task's pod with the assignment merged in (>= 1.16: in memory only;
+    1.10-1.15: PATCHed onto the pod first, so a refused patch raises and nothing is allocated)."""
+    notes = {**_annotations(pod), **device_annotations(node, ids, now)}
+    if version.sequence == "patch-then-bind":
+        meta = pod["metadata"]
+        patch = {"metadata": {"annotations": device_annotations(node, ids, now)}}
+        await api.patch(PODS, meta["name"], patch, namespace=meta["namespace"])
+    return _with_annotations(pod, notes)
+
+
+async def deallocate(api: ClusterClient, pod: Mapping[str, Any], version: VolcanoVersion) -> None:
+    """DeallocateFunc of a discarded statement: 1.10-1.15 patch the assignment away again;
+    >= 1.16 wrote nothing, so there is nothing to undo."""
+    if version.sequence != "patch-then-bind":
+        return
+    meta = pod["metadata"]
+    patch = {"metadata": {"annotations": dict.fromkeys(_DEVICE_KEYS)}}
+    await api.patch(PODS, meta["name"], patch, namespace=meta["namespace"])
+
+
+async def bind(api: ClusterClient, pod: Mapping[str, Any], node: str) -> None:
+    """``DefaultBinder.Bind``: a Binding of ``pod`` (UID precondition) to ``node`` carrying the
+    pod's annotations as the scheduler holds them."""
+    meta = pod["metadata"]
+    await api.bind(
+        meta["namespace"], meta["name"], node=node, annotations=_annotations(pod), uid=meta.get("uid")
+    )
+
+
+async def write_assignment(
+    api: ClusterClient, pod: Mapping[str, Any], *, node: str, ids: str, version: VolcanoVersion, now: int
+) -> None:
+    """Every write Volcano makes for one task that is allocated and committed: AllocateFunc, then
+    the Binding. Raises the first refusal (a refused patch means no Binding is sent)."""
+    task = await allocate(api, pod, node=node, ids=ids, version=version, now=now)
+    await bind(api, task, node)
