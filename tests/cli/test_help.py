@@ -59,12 +59,17 @@ exit codes:
 SIMULATE_HELP = """\
 usage: vgpu-guard simulate [-h] [-f SCENARIO] [-R] [--max-bytes N] [--max-documents N]
                            [--config FILE] [--device-config FILE]
-                           [--cluster FILE | --kubeconfig PATH] [--context NAME]
+                           [--cluster FILE | --kubeconfig PATH] [--context NAME] [--routing]
+                           [--volcano-version X.Y]
+                           [--volcano-stale-cache | --no-volcano-stale-cache]
                            [-o {text,json,yaml,policyreport}]
 
-Send every object of the scenario through the webhook's decision code, run the allocation
-controller against an in-memory API server until nothing changes, and report where every pod
-landed, the per-GPU ledger and the queue guarantees. Without -f: the built-in scenario.
+Send every object of the scenario through the webhook's decision code, run a model of
+Volcano (job controller and scheduler sessions, its writes arbitrated by the webhook's ledger
+arbiter) and vgpu-guard's allocation controller against an in-memory API server until nothing
+changes, and report where every pod landed, the per-GPU ledger and the queue guarantees. Without
+-f: the built-in scenario. Volcano mode (Volcano schedules, the arbiter reserves every GPU
+assignment) unless --routing or the configuration's scheduling.routing says otherwise.
 
 options:
   -h, --help            show this help message and exit
@@ -82,15 +87,26 @@ options:
   --kubeconfig PATH     read the cluster to judge against from a live API server, read-only: its
                         Nodes, Queues, PodGroups and HyperNodes (nothing is written)
   --context NAME        the kubeconfig context to use (default: its current-context)
+  --routing             routing mode: vgpu-guard's controller places vGPU pods (default: volcano
+                        mode, unless --config sets scheduling.routing)
+  --volcano-version X.Y
+                        the Volcano release whose writes the model makes: 1.16 and later put the
+                        assignment on the Binding, 1.10-1.15 PATCH it onto the pod, then bind
+                        (default: 1.16)
+  --volcano-stale-cache, --no-volcano-stale-cache
+                        reproduce Volcano #3616: a session does not count its own placements, so
+                        three 12 GiB pods land on one 24 GiB card (default: on for the built-in
+                        scenario, off with -f)
   -o {text,json,yaml,policyreport}, --output {text,json,yaml,policyreport}
                         output format (default: text); each is described under 'output formats'
                         below
 
 output formats (-o):
   text          a readable summary (the default)
-  json          every admission request, where every pod landed (node, devices) or why
-                it waits, the GPU ledger, queues against capacity, and review's results and
-                summary; schema: docs/simulate.schema.json
+  json          the mode, every admission request, every Volcano session (bound, refused
+                and why), where every pod landed (node, devices) or why it waits, the GPU
+                ledger, queues against capacity, and review's results and summary; schema:
+                docs/simulate.schema.json
   yaml          the same document as json, in YAML
   policyreport  the results as wgpolicyk8s.io/v1alpha2 PolicyReports (YAML): one per namespace,
                 a ClusterPolicyReport for cluster-scoped objects, as Kyverno reports them: a
@@ -101,7 +117,8 @@ exit codes:
   0  the simulation completed, whatever it found (denials and Pending pods are outcomes)
   1  not used: to fail a CI step on a denial, run vgpu-guard review on the same files
   2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
-     a --kubeconfig that cannot be read, or a scenario the in-memory cluster cannot run
+     a --kubeconfig that cannot be read, a --volcano-version the model does not know, or a
+     scenario the in-memory cluster cannot run
 """
 
 
@@ -113,7 +130,7 @@ Admission webhook and policy controller for Volcano vGPU clusters.
 positional arguments:
   COMMAND
     review    run the admission decisions on YAML files, offline
-    simulate  run admission and the allocation controller on a scenario, on an in-memory cluster
+    simulate  run admission, a Volcano model and the controller on a scenario, in memory
     serve     run the webhook and/or the controller against a cluster
     certs     certificate tools for the webhook's TLS
     sandbox   a local cluster for kubectl: the real control plane when built, else the API double

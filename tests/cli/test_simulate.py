@@ -1,9 +1,12 @@
-"""``vgpu-guard simulate``: the default scenario's outcomes, the JSON schema, the report, exit codes."""
+"""``vgpu-guard simulate``: the default scenario's outcomes (volcano mode, Volcano's model with the
+stale cache of #3616, its writes arbitrated by the webhook's Arbiter), the JSON schema, the report,
+the modes and Volcano releases, exit codes."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from vgpu_guard.cli.app import run
 from vgpu_guard.cli.documents import read_documents
 from vgpu_guard.cli.scenario import default_scenario, load_scenario
 from vgpu_guard.cli.simulate_report import to_json, to_text
-from vgpu_guard.cli.simulation import SimulationResult, simulate
+from vgpu_guard.cli.simulation import Mode, SimulationResult, simulate
 from vgpu_guard.configfile import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +31,15 @@ OVERCOMMIT_IN_DEFAULT = (
     "0/14 nodes are available: 9 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
     "devices, 8 GPUs have no free memory (12288 MiB requested)"
 )
+SEED_000_DENIED = (
+    'admission webhook "pod-assignments.vgpu-guard.io" denied the request: [vgpu-assignment-capacity] '
+    "metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-gpu-0-7 on node gpu-0 has 0 MiB free of 24576 MiB, "
+    "12288 MiB asked (held by default/web-b2nkn9lffm-6c45b, default/web-b2nkn9lffm-6lkgg); the assignment of "
+    "pod default/web-b2nkn9lffm-7lj4v is refused before it lands, and Volcano decides again on its next session"
+)
+AFTER_SESSION_1 = " (after vgpu-guard's arbiter refused its assignment to gpu-0 in Volcano's session 1)"
+# What `vgpu-guard simulate` without -f runs: the stale cache on (cli/simulate.py mode_from).
+BUILT_IN = Mode(stale_cache=True, stale_cache_from="the built-in scenario's default")
 BATCH_DENIED = (
     "[queue-guarantee-capacity] spec.guarantee.resource.cpu: 36 would bring guaranteed cpu to 68 but "
     "cluster capacity is 64 (14 Ready nodes); lower it to at most 32 or add nodes"
@@ -36,7 +48,7 @@ BATCH_DENIED = (
 
 @pytest.fixture(scope="module")
 def default_result() -> SimulationResult:
-    return simulate(default_scenario(), load_config(env={}))
+    return simulate(default_scenario(), load_config(env={}), BUILT_IN)
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +65,49 @@ def pods_by_name(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
 # --- the default scenario's outcomes ---------------------------------------------------------------
 
 
-def test_overcommit_two_replicas_share_the_free_gpu_and_the_third_waits(default_json: dict[str, Any]) -> None:
-    web = [p for p in default_json["pods"] if p["name"].startswith("web-")]
-    assert [p["phase"] for p in web] == ["Bound", "Bound", "Pending"]
-    for pod in web[:2]:
+def test_seed_000_volcano_places_three_on_the_free_card_the_arbiter_refuses_the_third(
+    default_json: dict[str, Any],
+) -> None:
+    """#3616's stale session sends the three 12 GiB replicas to the one free 24 GiB card, all Bindings
+    at once; the webhook's arbiter reserves two and refuses the third with the card's numbers and
+    holders; Volcano's next session, on fresh data, finds no card and the pod waits with the reason."""
+    first, second = default_json["volcano"]["sessions"][:2]
+    web = [b for b in first["binds"] if b["pod"].startswith("default/web-")]
+    assert [(b["node"], b["assignment"], b["result"]) for b in web] == [
+        ("gpu-0", "GPU-gpu-0-7,NVIDIA,12288,0:", "bound"),
+        ("gpu-0", "GPU-gpu-0-7,NVIDIA,12288,0:", "bound"),
+        ("gpu-0", "GPU-gpu-0-7,NVIDIA,12288,0:", "denied"),
+    ]
+    assert (web[2]["step"], web[2]["message"]) == ("bind", SEED_000_DENIED)
+    assert {"pod": "default/web-b2nkn9lffm-7lj4v", "reason": OVERCOMMIT_IN_DEFAULT} in second["waiting"]
+    assert not any(b["pod"].startswith("default/web-") for b in second["binds"])
+    pods = [p for p in default_json["pods"] if p["name"].startswith("web-")]
+    assert [p["phase"] for p in pods] == ["Bound", "Bound", "Pending"]
+    for pod in pods[:2]:
         assert pod["node"] == "gpu-0"
         assert pod["devices"] == [{"uuid": "GPU-gpu-0-7", "memory": 12288, "cores": 0, "mig_profile": None}]
-        assert pod["scheduler"] == "vgpu-guard"
-    assert web[2]["reason"] == OVERCOMMIT_IN_DEFAULT
-    assert web[2]["node"] is None and web[2]["devices"] == []
+        assert pod["scheduler"] == "volcano"  # volcano mode: Volcano keeps its pods
+    assert pods[2]["reason"] == OVERCOMMIT_IN_DEFAULT + AFTER_SESSION_1
+    assert pods[2]["node"] is None and pods[2]["devices"] == []
     busy = [p for p in default_json["pods"] if p["name"].startswith("train-")]
     assert [(p["phase"], p["scheduler"], p["existing"]) for p in busy] == [("Bound", "volcano", True)] * 7
     assert default_json["violations"] == []
+    assert default_json["scheduling"]["mode"] == "volcano"
+    assert default_json["volcano"]["stale_cache"] is True
+
+
+def test_the_reservations_are_the_arbiters(default_result: SimulationResult) -> None:
+    """Every entry of a pod Volcano bound was written by the webhook's arbiter at admission
+    (``admitted: true``), not adopted afterwards by the controller."""
+    from vgpu_guard.engine.ledger import decode_ledger
+
+    volcano_bound = {f"{p.namespace}/{p.name}" for p in default_result.pods if p.node and not p.existing}
+    entries = [
+        a for obj in default_result.view.ledgers.values() for a in decode_ledger(obj).allocations.values()
+    ]
+    ours = [a for a in entries if a.key in volcano_bound]
+    assert len(ours) == len(volcano_bound) == 15
+    assert all(a.admitted and not a.adopted for a in ours)
 
 
 def test_slices_and_the_rounded_mig_request(default_json: dict[str, Any]) -> None:
@@ -89,20 +132,37 @@ def test_slices_and_the_rounded_mig_request(default_json: dict[str, Any]) -> Non
     )
 
 
-def test_priority_decides_not_creation_order(default_json: dict[str, Any]) -> None:
-    pods = pods_by_name(default_json)
+def test_priority_decides_not_creation_order() -> None:
+    """Alone (no stale cache): Volcano places the pending gangs by priority, each whole or not at all."""
+    result = simulate(load_scenario([str(EXAMPLES / "priority.yaml")]), load_config(env={}))
+    pods = {p.name: p for p in result.pods}
     for i in range(3):
         high = pods[f"priority-high-test-{i}"]
-        assert (high["phase"], high["node"], high["priority"]) == ("Bound", "prio-0", 100)
-        assert high["devices"] == [
-            {"uuid": f"GPU-prio-0-{i}", "memory": 16384, "cores": 0, "mig_profile": None}
-        ]
+        assert (high.phase, high.node, high.priority) == ("Bound", "prio-0", 100)
+        assert [(d.uuid, d.memory) for d in high.devices] == [(f"GPU-prio-0-{i}", 16384)]
         for job, priority in (("priority-med", 50), ("priority-low", 10)):
             waiting = pods[f"{job}-test-{i}"]
-            assert (waiting["phase"], waiting["priority"]) == ("Pending", priority)
-            assert waiting["reason"].startswith(
-                f"gang default/{job}: only 1 of 3 members can run (minMember 3);"
+            assert (waiting.phase, waiting.priority) == ("Pending", priority)
+            assert waiting.reason is not None and waiting.reason.startswith(
+                "2/3 tasks in gang unschedulable: gang "
             )
+    assert not any(b.result != "bound" for r in result.volcano.sessions for b in r.binds)
+
+
+def test_with_the_stale_cache_gangs_start_late_and_one_starts_half_way(default_json: dict[str, Any]) -> None:
+    """The built-in scenario's stale sessions send a gang's members to one card: the arbiter admits
+    one per card and session, so priority-high binds over three sessions, and priority-med gets its
+    first member onto the last card before the gang can no longer reach minMember. The arbiter
+    prevents the overcommit; it does not make Volcano's gang whole (issue 35)."""
+    pods = pods_by_name(default_json)
+    assert [pods[f"priority-high-test-{i}"]["node"] for i in range(3)] == ["prio-0"] * 3
+    assert pods["priority-med-test-0"]["devices"] == [
+        {"uuid": "GPU-prio-0-3", "memory": 16384, "cores": 0, "mig_profile": None}
+    ]
+    assert [pods[f"priority-med-test-{i}"]["phase"] for i in (1, 2)] == ["Pending", "Pending"]
+    assert all(pods[f"priority-low-test-{i}"]["phase"] == "Pending" for i in range(3))
+    refused = [b for s in default_json["volcano"]["sessions"] for b in s["binds"] if b["result"] == "denied"]
+    assert len(refused) == 34 and default_json["violations"] == []
 
 
 def test_exactly_the_typo_deployment_and_the_batch_queue_are_denied(default_json: dict[str, Any]) -> None:
@@ -130,9 +190,34 @@ def test_pods_of_workloads_are_admitted_as_their_controllers(default_json: dict[
         ("system:serviceaccount:kube-system:replicaset-controller", "Pod"),
         ("system:serviceaccount:volcano-system:volcano-controllers", "Pod"),
     }
-    routed = next(a for a in default_json["admission"] if a["name"] == "priority-high-test-0")
-    assert {"op": "replace", "path": "/spec/schedulerName", "value": "vgpu-guard"} in routed["patch"]
-    assert routed["object"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "priority-high"
+    member = next(a for a in default_json["admission"] if a["name"] == "priority-high-test-0")
+    assert not any(op["path"] == "/spec/schedulerName" for op in member["patch"])  # volcano mode: no routing
+    assert member["object"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"].startswith(
+        "priority-high-"
+    )
+
+
+def test_a_volcano_jobs_pods_come_after_its_podgroup_is_inqueue(default_json: dict[str, Any]) -> None:
+    """Volcano's job controller: PodGroup <job>-<uid> first, pods once the enqueue action let it in."""
+    job = next(a for a in default_json["admission"] if a["kind"] == "Job" and a["name"] == "priority-high")
+    (group,) = {
+        a["object"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+        for a in default_json["admission"]
+        if a["name"].startswith("priority-high-test-")
+    }
+    assert re.fullmatch(r"priority-high-[0-9a-f-]{36}", group)
+    assert job["note"] == (
+        f"PodGroup {group} created by Volcano's job controller; Volcano's enqueue made it Inqueue in "
+        "session 1, then the job controller created its pods"
+    )
+    assert f"default/{group}" in default_json["volcano"]["sessions"][0]["enqueued"]
+    first_bind = min(
+        s["session"]
+        for s in default_json["volcano"]["sessions"]
+        for b in s["binds"]
+        if b["pod"].startswith("default/priority-high-")
+    )
+    assert first_bind == 2
 
 
 def test_the_ledger_per_gpu(default_json: dict[str, Any]) -> None:
@@ -146,8 +231,7 @@ def test_the_ledger_per_gpu(default_json: dict[str, Any]) -> None:
         *[(f"ib-b-{i}", f"GPU-ib-b-{i}-0", 24576, 24576, 0) for i in range(2)],
         ("mig-0", "GPU-mig-0-0", 5120, 40960, 0),
         ("mig-0", "GPU-mig-0-1", 0, 40960, 0),
-        *[("prio-0", f"GPU-prio-0-{i}", 16384, 24576, 0) for i in range(3)],
-        ("prio-0", "GPU-prio-0-3", 0, 24576, 0),
+        *[("prio-0", f"GPU-prio-0-{i}", 16384, 24576, 0) for i in range(4)],
         ("t4-0", "GPU-t4-0-0", 4000, 15360, 60),
     ]
     free_card = next(g for g in default_json["gpus"] if g["uuid"] == "GPU-gpu-0-7")
@@ -192,7 +276,10 @@ def test_json_output_matches_the_schema(capsys: pytest.CaptureFixture[str]) -> N
     out = json.loads(capsys.readouterr().out)
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     jsonschema.Draft202012Validator(SCHEMA).validate(out)
-    assert out["scheduling"]["routing"].startswith("scheduling.routing is on (simulate's default)")
+    assert out["scheduling"]["mode"] == "volcano"
+    assert out["scheduling"]["note"].startswith(
+        "volcano (scheduling.routing off: the default, as the chart installs it): Volcano schedules vGPU pods"
+    )
     assert out["scenario"] == "built-in default scenario on the scenario's own Nodes (14)"
 
 
@@ -214,7 +301,7 @@ def test_admission_entries_have_reviews_shape(
 
 
 def test_same_scenario_same_output(default_json: dict[str, Any]) -> None:
-    again = json.loads(json.dumps(to_json(simulate(default_scenario(), load_config(env={})))))
+    again = json.loads(json.dumps(to_json(simulate(default_scenario(), load_config(env={}), BUILT_IN))))
     assert again == default_json
 
 
@@ -222,9 +309,25 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     text = to_text(default_result)
     lines = text.splitlines()
     assert lines[0] == "vgpu-guard simulate: built-in default scenario"  # the CLI adds its cluster
+    assert lines[1].startswith(
+        "Mode: volcano (scheduling.routing off: the default, as the chart installs it): "
+    )
+    assert lines[2] == (
+        "Volcano: a model of Volcano 1.16 (>= 1.16: the assignment rides on the Binding); stale cache (#3616) "
+        f"on (the built-in scenario's default); 7 sessions; vgpu-guard's controller settled in "
+        f"{default_result.passes} passes."
+    )
+    assert lines[3].startswith("Legend: session = one Volcano scheduling cycle (enqueue, allocate, bind); ")
     assert "ADMISSION (33 requests, 3 denied)" in lines
-    assert "PODS (28: 21 Bound, 7 Pending, 0 Rejected)" in lines
-    assert f"      {OVERCOMMIT_IN_DEFAULT}" in lines
+    assert "VOLCANO (7 sessions: 49 assignments written, 15 bound, 34 refused)" in lines
+    assert "  1        5         5      1       0       0" in lines
+    refused = lines.index("REFUSED ASSIGNMENTS (Volcano decides each again on its next session)")
+    assert lines[refused + 2] == (
+        "  1        denied  default/web-b2nkn9lffm-7lj4v  gpu-0   GPU-gpu-0-7,NVIDIA,12288,0:   Binding"
+    )
+    assert lines[refused + 3] == f"        {SEED_000_DENIED}"
+    assert "PODS (28: 22 Bound, 6 Pending, 0 Rejected)" in lines
+    assert f"      {OVERCOMMIT_IN_DEFAULT}{AFTER_SESSION_1}" in lines
     assert (
         "  DENIED     Queue       batch                                examples/simulate/queue-guarantees.yaml#8"
         in lines
@@ -232,7 +335,7 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     assert f"        {BATCH_DENIED}" in lines
     assert "    allowed  Pod         3 pods of Deployment default/web     by replicaset-controller" in lines
     assert (
-        "  default/mig-pod                   Bound    0     vgpu-guard  mig-0   GPU-mig-0-0 MIG 1g.5gb (5120 MiB)"
+        "  default/mig-pod                   Bound    0     volcano    mig-0   GPU-mig-0-0 MIG 1g.5gb (5120 MiB)"
         in lines
     )
     assert (
@@ -241,10 +344,10 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     )
     assert "  cpu       32          64 (14 nodes)     50%  ok" in lines
     assert lines[-1] == (
-        "Summary: 21 pods bound, 7 pending, 0 rejected; 3 of 33 admission requests denied; no GPU overcommitted."
+        "Summary: 22 pods bound, 6 pending, 0 rejected; 3 of 33 admission requests denied; no GPU overcommitted."
     )
     # Tables are aligned: every row of the pod table starts its PHASE column at the same offset.
-    table = lines[lines.index("PODS (28: 21 Bound, 7 Pending, 0 Rejected)") + 1 :]
+    table = lines[lines.index("PODS (28: 22 Bound, 6 Pending, 0 Rejected)") + 1 :]
     header = table[0]
     rows = [line for line in table[1:] if line.startswith("  default/")]
     assert len(rows) == 28
@@ -285,17 +388,77 @@ def test_queue_guarantees_example_alone_denies_batch_against_its_48_cpu() -> Non
 # --- configuration and odd inputs --------------------------------------------------------------------
 
 
-def test_routing_off_in_the_config_leaves_pods_to_volcano(tmp_path: Path) -> None:
+def test_routing_mode_from_the_flag_or_the_configuration_routes_vgpu_pods_to_the_controller(
+    tmp_path: Path,
+) -> None:
+    """--routing, or scheduling.routing: true in --config: the mutation routes vGPU pods to
+    vgpu-guard's controller, which places them; Volcano's model places nothing (its job controller
+    and enqueue still make Volcano Jobs' pods)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("scheduling:\n  routing: true\n")
+    by_flag = simulate(
+        load_scenario([str(EXAMPLES / "overcommit.yaml")]), load_config(env={}), Mode(routing=True)
+    )
+    by_file = simulate(load_scenario([str(EXAMPLES / "overcommit.yaml")]), load_config(config, env={}))
+    assert by_flag.note.startswith(
+        "routing (scheduling.routing on, from --routing): vGPU pods get schedulerName"
+    )
+    assert by_file.note.startswith("routing (scheduling.routing on, from the configuration): ")
+    for result in (by_flag, by_file):
+        web = [p for p in result.pods if p.name.startswith("web-")]
+        assert [(p.phase, p.scheduler) for p in web] == [("Bound", "vgpu-guard")] * 2 + [
+            ("Pending", "vgpu-guard")
+        ]
+        assert web[2].reason == OVERCOMMIT_ALONE
+        assert not any(r.binds for r in result.volcano.sessions)
+    jobs = simulate(load_scenario([str(EXAMPLES / "priority.yaml")]), load_config(env={}), Mode(routing=True))
+    assert {(p.phase, p.scheduler) for p in jobs.pods if p.name.startswith("priority-high-")} == {
+        ("Bound", "vgpu-guard")
+    }
+
+
+def test_routing_off_in_the_configuration_is_volcano_mode(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("scheduling:\n  routing: false\n")
     result = simulate(load_scenario([str(EXAMPLES / "mig.yaml")]), load_config(config, env={}))
-    assert result.routing == (
-        "scheduling.routing is off (from the configuration); "
-        "IB clusters come from node label vgpu-guard.io/ib-cluster (simulate's default)"
+    assert result.mode == "volcano"
+    assert result.note.startswith("volcano (scheduling.routing off, from the configuration): ")
+    assert {(p.phase, p.scheduler) for p in result.pods} == {("Bound", "volcano")}
+
+
+def test_volcano_1_15_patches_the_assignment_and_the_patch_is_what_the_arbiter_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """1.10-1.15 write the assignment in a PATCH while allocating: the third replica's PATCH is
+    refused, so no Binding is sent for it, and the pod waits."""
+    argv = [
+        "simulate",
+        "-f",
+        str(EXAMPLES / "overcommit.yaml"),
+        "--volcano-version",
+        "1.15",
+        "--volcano-stale-cache",
+    ]
+    assert run([*argv, "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["volcano"]["version"], out["volcano"]["sequence"]) == ("1.15", "patch-then-bind")
+    binds = out["volcano"]["sessions"][0]["binds"]
+    assert [(b["result"], b["step"]) for b in binds] == [
+        ("denied", "patch"),
+        ("bound", "bind"),
+        ("bound", "bind"),
+    ]
+    assert binds[0]["message"].startswith(
+        'admission webhook "pod-assignments.vgpu-guard.io" denied the request: '
     )
-    assert {(p.phase, p.scheduler) for p in result.pods} == {("Pending", "volcano")}
-    assert result.pods[0].reason == (
-        "not simulated: schedulerName is volcano; simulate runs only vgpu-guard's allocator"
+    waiting = next(p for p in out["pods"] if p["name"] == binds[0]["pod"].split("/")[1])
+    assert waiting["phase"] == "Pending" and out["violations"] == []
+
+
+def test_an_unknown_volcano_version_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["simulate", "--volcano-version", "1.9"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: Volcano version '1.9' is not modelled: give 1.10 to 1.15"
     )
 
 
@@ -372,15 +535,16 @@ def test_readme_shows_the_examples_real_output(capsys: pytest.CaptureFixture[str
     blocks = readme.split("```text\n$ vgpu-guard simulate -f ")[1:]
     assert len(blocks) == len(list(EXAMPLES.glob("*.yaml")))
     for block in blocks:
-        path, _, shown = block.split("```", 1)[0].partition(".yaml\n")
-        assert run(["simulate", "-f", str(ROOT / f"{path}.yaml")]) == 0
+        command, _, shown = block.split("```", 1)[0].partition("\n")
+        path, *flags = shlex.split(command)
+        assert run(["simulate", "-f", str(ROOT / path), *flags]) == 0
         printed = capsys.readouterr().out
         # Run from the repository root, as the README does: the scenario is named by its relative path.
         assert printed.replace(str(ROOT) + "/", "") == shown, path
 
 
 def test_counts_of_one_read_in_the_singular(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    one = gpu_pod({"volcano.sh/vgpu-number": 1}, name="one")
+    one = gpu_pod({"volcano.sh/vgpu-number": 1}, name="one", schedulerName="volcano")
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(one))
     run(["simulate", "-f", str(path)])

@@ -55,35 +55,10 @@ def test_statefulset_ordinals_and_job_parallelism() -> None:
     )
 
 
-def test_volcano_job_makes_a_podgroup_and_annotated_gang_members() -> None:
-    job = workload(
-        "batch.volcano.sh/v1alpha1",
-        "Job",
-        minAvailable=2,
-        queue="training",
-        priorityClassName="high",
-        tasks=[
-            {"name": "ps", "replicas": 1, "template": template()},
-            {"name": "worker", "replicas": 2, "template": template(schedulerName="custom")},
-        ],
-    )
-    expansion = expand_workload(job)
-    assert expansion.podgroup == {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "w", "namespace": "ns"},
-        "spec": {"minMember": 2, "queue": "training", "priorityClassName": "high"},
-    }
-    assert [p["metadata"]["name"] for p in expansion.pods] == ["w-ps-0", "w-worker-0", "w-worker-1"]
-    first, worker = expansion.pods[0], expansion.pods[1]
-    assert first["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "w"
-    assert first["spec"]["schedulerName"] == "volcano"  # the job's default
-    assert worker["spec"]["schedulerName"] == "custom"  # the template wins
-    assert first["spec"]["priorityClassName"] == "high"
-    # minAvailable defaults to every replica.
-    del job["spec"]["minAvailable"]
-    podgroup = expand_workload(job).podgroup
-    assert podgroup is not None and podgroup["spec"]["minMember"] == 3
+def test_a_volcano_job_is_left_to_volcanos_job_controller() -> None:
+    """Its PodGroup and pods come from vgpu_guard/volcano/jobs.py (tests/volcano/test_jobs.py)."""
+    with pytest.raises(KeyError, match="Volcano's job controller"):
+        expand_workload(workload("batch.volcano.sh/v1alpha1", "Job", tasks=[]))
 
 
 @pytest.mark.parametrize(("api_version", "kind"), [("apps/v1", "DaemonSet"), ("batch/v1", "CronJob")])

@@ -22,30 +22,37 @@ from vgpu_guard.cli.report import rule_results, summary
 from vgpu_guard.cli.review import add_output_argument, output_formats
 from vgpu_guard.cli.scenario import Scenario, default_scenario, load_scenario
 from vgpu_guard.cli.simulate_report import to_json, to_text
-from vgpu_guard.cli.simulation import EPOCH, SimulationError, simulate, simulation_config
+from vgpu_guard.cli.simulation import EPOCH, SimulationError, simulate
+from vgpu_guard.cli.simulation_mode import Mode, simulation_config
 from vgpu_guard.cli.yaml_output import dump_yaml, dump_yaml_all
 from vgpu_guard.configfile import ConfigError, load_config
+from vgpu_guard.volcano.binder import DEFAULT_VERSION
 
-__all__ = ["add_parser", "run", "with_cluster"]
+__all__ = ["add_mode_arguments", "add_parser", "mode_from", "run", "with_cluster"]
 
 EXIT_OK, EXIT_INPUT = 0, 2
-DESCRIPTION = """Send every object of the scenario through the webhook's decision code, run the allocation
-controller against an in-memory API server until nothing changes, and report where every pod
-landed, the per-GPU ledger and the queue guarantees. Without -f: the built-in scenario."""
-SIMULATE_JSON = """every admission request, where every pod landed (node, devices) or why
-                it waits, the GPU ledger, queues against capacity, and review's results and
-                summary; schema: docs/simulate.schema.json"""
+DESCRIPTION = """Send every object of the scenario through the webhook's decision code, run a model of
+Volcano (job controller and scheduler sessions, its writes arbitrated by the webhook's ledger
+arbiter) and vgpu-guard's allocation controller against an in-memory API server until nothing
+changes, and report where every pod landed, the per-GPU ledger and the queue guarantees. Without
+-f: the built-in scenario. Volcano mode (Volcano schedules, the arbiter reserves every GPU
+assignment) unless --routing or the configuration's scheduling.routing says otherwise."""
+SIMULATE_JSON = """the mode, every admission request, every Volcano session (bound, refused
+                and why), where every pod landed (node, devices) or why it waits, the GPU
+                ledger, queues against capacity, and review's results and summary; schema:
+                docs/simulate.schema.json"""
 EPILOG = """exit codes:
   0  the simulation completed, whatever it found (denials and Pending pods are outcomes)
   1  not used: to fail a CI step on a denial, run vgpu-guard review on the same files
   2  unusable input: unreadable or over-limit file, invalid YAML, bad --config or --cluster,
-     a --kubeconfig that cannot be read, or a scenario the in-memory cluster cannot run"""
+     a --kubeconfig that cannot be read, a --volcano-version the model does not know, or a
+     scenario the in-memory cluster cannot run"""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="run admission and the allocation controller on a scenario, on an in-memory cluster",
+        help="run admission, a Volcano model and the controller on a scenario, in memory",
         description=DESCRIPTION,
         epilog=f"{output_formats(SIMULATE_JSON)}\n\n{EPILOG}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -58,8 +65,53 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--device-config", metavar="FILE", help="the plugin's device-config.yaml (or its ConfigMap)"
     )
     add_cluster_arguments(parser, what="the scenario")
+    add_mode_arguments(parser)
     add_output_argument(parser)
     parser.set_defaults(func=run)
+
+
+def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """--routing, --volcano-version and --volcano-stale-cache (see cli/simulation_mode.py)."""
+    parser.add_argument(
+        "--routing",
+        action="store_true",
+        help="routing mode: vgpu-guard's controller places vGPU pods (default: volcano mode, unless "
+        "--config sets scheduling.routing)",
+    )
+    parser.add_argument(
+        "--volcano-version",
+        metavar="X.Y",
+        default=DEFAULT_VERSION,
+        help="the Volcano release whose writes the model makes: 1.16 and later put the assignment on "
+        "the Binding, 1.10-1.15 PATCH it onto the pod, then bind (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--volcano-stale-cache",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reproduce Volcano #3616: a session does not count its own placements, so three 12 GiB "
+        "pods land on one 24 GiB card (default: on for the built-in scenario, off with -f)",
+    )
+
+
+def mode_from(args: argparse.Namespace) -> Mode:
+    """The mode the arguments ask for; the stale cache defaults on for the built-in scenario only."""
+    if args.volcano_stale_cache is None:
+        stale, why = (
+            not args.filename,
+            "the built-in scenario's default" if not args.filename else "the default",
+        )
+    else:
+        stale, why = (
+            args.volcano_stale_cache,
+            "--volcano-stale-cache" if args.volcano_stale_cache else "--no-volcano-stale-cache",
+        )
+    return Mode(
+        routing=True if args.routing else None,
+        volcano_version=args.volcano_version,
+        stale_cache=stale,
+        stale_cache_from=why,
+    )
 
 
 def with_cluster(scenario: Scenario, cluster: ClusterSource) -> Scenario:
@@ -91,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         )
         warn_about([*cluster.documents, *scenario.documents])
         scenario = with_cluster(scenario, cluster)
-        result = simulate(scenario, config)
+        result = simulate(scenario, config, mode_from(args))
     except (InputError, SimulationError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -99,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "policyreport":
         # Stamped with the simulated clock's start: the same scenario prints the same report.
         name = report_name("simulate", args.filename or ["default-scenario"])
-        judged_with = simulation_config(config)[0]  # IB pinning on, as the run had it
+        judged_with = simulation_config(config, mode_from(args))[0]  # IB pinning on, as the run had it
         reports = policy_reports(pairs, config=judged_with, name=name, now=int(EPOCH))
         sys.stdout.write(dump_yaml_all(reports))
     elif args.output in ("json", "yaml"):

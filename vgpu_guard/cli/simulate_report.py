@@ -14,7 +14,7 @@ from itertools import groupby
 from typing import Any
 
 from vgpu_guard.cli.admission_entries import admission_entry
-from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, SimulationResult
+from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, SimulationResult, VolcanoRun
 from vgpu_guard.cli.wording import plural
 from vgpu_guard.engine.rules.queues_validate import QueueTree, format_amount
 
@@ -90,11 +90,47 @@ def _totals(result: SimulationResult) -> list[dict[str, Any]]:
     ]
 
 
+def _volcano(run: VolcanoRun) -> dict[str, Any]:
+    return {
+        "version": run.version.name,
+        "sequence": run.version.sequence,
+        "stale_cache": run.stale_cache,
+        "sessions": [
+            {
+                "session": record.number,
+                "enqueued": list(record.enqueued),
+                "binds": [
+                    {
+                        "pod": b.pod,
+                        "node": b.node,
+                        "assignment": b.ids,
+                        "result": b.result,
+                        "step": b.step,
+                        "message": b.message,
+                    }
+                    for b in record.binds
+                ],
+                "waiting": [{"pod": pod, "reason": reason} for pod, reason in record.unplaced],
+                "discarded": list(record.discarded),
+                "running": list(record.running),
+            }
+            for record in run.sessions
+        ],
+    }
+
+
 def to_json(result: SimulationResult) -> dict[str, Any]:
     """The ``-o json`` document (docs/simulate.schema.json)."""
     return {
         "scenario": result.scenario,
-        "scheduling": {"scheduler": result.scheduler, "routing": result.routing, "passes": result.passes},
+        "scheduling": {
+            "mode": result.mode,
+            "note": result.note,
+            "scheduler": result.scheduler,
+            "passes": result.passes,
+            "sessions": len(result.volcano.sessions),
+        },
+        "volcano": _volcano(result.volcano),
         "admission": [_admission(a) for a in result.admission],
         "pods": [_pod(p) for p in result.pods],
         "gpus": [
@@ -143,7 +179,7 @@ def _admission_text(result: SimulationResult) -> list[str]:
     denied = sum(1 for _, e in entries if not e["allowed"])
     lines = [f"ADMISSION ({plural(len(entries), 'request')}, {denied} denied)"]
     rows: list[tuple[list[str], list[str]]] = []  # (cells, detail lines under the row)
-    for workload, group in groupby(entries, key=lambda pair: pair[0].workload):
+    for workload, group in groupby(entries, key=lambda pair: pair[0].workload):  # a Job's pods follow it
         members = list(group)
         if (
             workload
@@ -279,6 +315,58 @@ def _queues_text(result: SimulationResult) -> list[str]:
     return lines
 
 
+def _volcano_text(result: SimulationResult) -> list[str]:
+    """One row per Volcano session, then every refused assignment: the arbiter's whole message
+    under the first (the others read alike; -o json has each)."""
+    run = result.volcano
+    refused = [(r.number, b) for r in run.sessions for b in r.binds if b.result != "bound"]
+    written = sum(len(r.binds) for r in run.sessions)
+    lines = [
+        f"VOLCANO ({plural(len(run.sessions), 'session')}: {plural(written, 'assignment')} written, "
+        f"{written - len(refused)} bound, {len(refused)} refused)"
+    ]
+    if not any(r.binds or r.unplaced for r in run.sessions):
+        enqueued = sum(len(r.enqueued) for r in run.sessions)
+        return [*lines, f"  {plural(enqueued, 'PodGroup')} enqueued; no pod waited for Volcano to place it"]
+    rows = [
+        [
+            str(r.number),
+            str(len(r.enqueued)),
+            *(str(sum(1 for b in r.binds if b.result == k)) for k in ("bound", "denied", "failed")),
+            str(len(r.unplaced)),
+        ]
+        for r in run.sessions
+    ]
+    lines += _table(["SESSION", "ENQUEUED", "BOUND", "DENIED", "FAILED", "WAITING"], rows)
+    if not refused:
+        return lines
+    lines += ["", "REFUSED ASSIGNMENTS (Volcano decides each again on its next session)"]
+    rows = [
+        [str(n), b.result, b.pod, b.node, b.ids, "PATCH" if b.step == "patch" else "Binding"]
+        for n, b in refused
+    ]
+    table = _table(["SESSION", "RESULT", "POD", "NODE", "ASSIGNMENT", "WRITE"], rows)
+    lines += table[:2]
+    lines += [f"        {line}" for line in refused[0][1].message.splitlines()]
+    lines += table[2:]
+    return lines
+
+
+def _header(result: SimulationResult) -> list[str]:
+    run = result.volcano
+    stale = "on" if run.stale_cache else "off"
+    return [
+        f"vgpu-guard simulate: {result.scenario}",
+        f"Mode: {result.note}.",
+        f"Volcano: a model of {run.version.describe}; stale cache (#3616) {stale} ({run.stale_cache_from}); "
+        f"{plural(len(run.sessions), 'session')}; vgpu-guard's controller settled in "
+        f"{result.passes} pass{'' if result.passes == 1 else 'es'}.",
+        "Legend: session = one Volcano scheduling cycle (enqueue, allocate, bind); bound = on a node, its "
+        "GPUs in the ledger; denied = refused by the arbiter before it reached the pod; Pending = waits "
+        "(reason below). Pods of other schedulers are listed, not placed.",
+    ]
+
+
 def to_text(result: SimulationResult) -> str:
     """The human report: header, admission, pods, GPU ledger, queues, one summary line."""
     bound = sum(1 for p in result.pods if p.phase == "Bound")
@@ -286,13 +374,9 @@ def to_text(result: SimulationResult) -> str:
     rejected = sum(1 for p in result.pods if p.phase == "Rejected")
     denied = sum(1 for a in result.admission if not a.result.decision.allowed)
     sections = [
-        [
-            f"vgpu-guard simulate: {result.scenario}",
-            f"Scheduling: {result.routing}; the controller settled in {result.passes} "
-            f"pass{'' if result.passes == 1 else 'es'}.",
-            "Pods of other schedulers are listed, not placed.",
-        ],
+        _header(result),
         _admission_text(result),
+        _volcano_text(result),
         _pods_text(result),
         _gpus_text(result),
         _queues_text(result),

@@ -1,11 +1,13 @@
 """The whole system on an in-memory cluster: scenario in, outcomes out (``vgpu-guard simulate``).
 
-Nothing here is a model of vgpu-guard: it is vgpu-guard. Objects go through ``review_object``
-(the webhook's exact decision code) against a ``ClusterView`` read from the API double, the
-admitted (mutated) objects are stored in the double, and the real ``AllocationController`` runs
-against it through ``MemoryClusterClient`` until nothing changes. Only two things are stood in for,
-both documented where they are: the workload controllers (``workload_pods``) and the device
-plugin (``confirm_allocations``).
+vgpu-guard's part is not a model: it is vgpu-guard. Objects go through ``review_object`` (the
+webhook's exact decision code) against a ``ClusterView`` read from the API double, the admitted
+(mutated) objects are stored in the double, and the real ``AllocationController`` runs against it
+through ``MemoryClusterClient``. Every write that carries a GPU assignment (a Binding, a pod
+update) meets the webhook's own ``Arbiter`` on the way in (cli/inprocess_arbiter.py), which
+reserves it in the node's GPULedger or refuses it. What is stood in for, each documented where it
+is: Volcano (its job controller and scheduler, vgpu_guard/volcano/), the other workload
+controllers (``workload_pods``) and the device plugin (``confirm_allocations``).
 
 What a scenario's objects mean:
 
@@ -15,15 +17,18 @@ What a scenario's objects mean:
   pods, with their assignment annotations; the controller adopts them into the ledger);
 - everything else is created in file order through admission: Queues (each sees the ones before
   it), PodGroups, Pods, and workloads, which are admitted as themselves and then expanded into
-  pods that are admitted again as their controllers' requests. A denied object is not stored; a
-  denied workload creates no pods. Namespaces are created on first use.
+  pods that are admitted again as their controllers' requests; a Volcano Job is stored and left to
+  Volcano's job controller. A denied object is not stored; a denied workload creates no pods.
+  Namespaces are created on first use.
 
-Then the controller settles (passes until one changes nothing), the device plugin stand-in
-confirms every pod in ``bind-phase=allocating``, and that repeats until neither moves.
+Then rounds of one schedule period (one simulated second) each: Volcano's job controller,
+one Volcano session, the controller until a pass changes nothing, the device plugin's stand-in;
+until a round moves nothing. Which pods Volcano places and which the controller places is the
+mode (cli/simulation_mode.py).
 
-Time is a fixed simulated clock that ticks one second per created object, so creation order is
-file order and the output never depends on the wall clock; names and UIDs come from a seeded
-store. ``run_simulation`` never prints; ``simulate_report`` renders its result.
+Time is a fixed simulated clock that ticks one second per created object and per round, so
+creation order is file order and the output never depends on the wall clock; names and UIDs come
+from a seeded store. ``run_simulation`` never prints; ``simulate_report`` renders its result.
 
 Exceptions::
 
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -43,21 +48,28 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.apidouble.frontend import Frontend
+from vgpu_guard.apidouble.identity import ADMIN as ADMIN_USER
+from vgpu_guard.apidouble.identity import UserInfo, service_account
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.cli.cluster_source import is_cluster_state
 from vgpu_guard.cli.documents import Document
+from vgpu_guard.cli.inprocess_arbiter import InProcessArbiter
 from vgpu_guard.cli.scenario import Scenario
-from vgpu_guard.cli.workload_pods import expand_workload
+from vgpu_guard.cli.simulation_mode import Mode, simulation_config
+from vgpu_guard.cli.workload_pods import CONTROLLER_USERS, expand_workload
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
 from vgpu_guard.engine.annotations import BIND_PHASE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.ledger import Allocation, check_invariants, decode_ledger, gpu_usage
+from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_invariants, decode_ledger, gpu_usage
 from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
+from vgpu_guard.engine.volcano_job import is_volcano_job
 from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import (
     CRDS,
     GANG_PLACEMENTS,
@@ -70,6 +82,11 @@ from vgpu_guard.kube.resources import (
     QUEUES,
     Resource,
 )
+from vgpu_guard.volcano.allocate import SCHEDULER_NAME as VOLCANO
+from vgpu_guard.volcano.binder import VolcanoVersion, parse_version
+from vgpu_guard.volcano.jobs import JOBS, plan_job, podgroup_name
+from vgpu_guard.volcano.session import BindOutcome, SessionRecord, VolcanoScheduler
+from vgpu_guard.webhook.arbiter import Arbiter
 
 __all__ = [
     "ADMIN",
@@ -77,10 +94,12 @@ __all__ = [
     "Admitted",
     "DeviceOutcome",
     "GpuOutcome",
+    "Mode",
     "PodOutcome",
     "SimClock",
     "SimulationError",
     "SimulationResult",
+    "VolcanoRun",
     "confirm_allocations",
     "is_cluster_state",
     "run_simulation",
@@ -101,7 +120,12 @@ _CRDS = (
     "data/crds/volcano/scheduling.volcano.sh_queues.yaml",
     "data/crds/volcano/scheduling.volcano.sh_podgroups.yaml",
     "data/crds/volcano/topology.volcano.sh_hypernodes.yaml",
+    "data/crds/volcano/batch.volcano.sh_jobs.yaml",
 )
+# Who Volcano's job controller creates pods as (cli/workload_pods.py names the workload controllers).
+JOB_CONTROLLER = CONTROLLER_USERS[("batch.volcano.sh", "Job")]
+# Volcano's scheduler's ServiceAccount (namespace, name): an admission.allocationWriters entry.
+VOLCANO_SCHEDULER = ("volcano-system", "volcano-scheduler")
 _MAX_ROUNDS = 50
 
 
@@ -184,12 +208,25 @@ class GpuOutcome:
 
 
 @dataclass(frozen=True)
+class VolcanoRun:
+    """The Volcano model's part: its release, the stale-cache switch (and why) and every session."""
+
+    version: VolcanoVersion
+    stale_cache: bool
+    stale_cache_from: str
+    sessions: tuple[SessionRecord, ...]
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     """Everything the report shows; ``view`` is the final cluster, ``queues`` its queue audit."""
 
     scenario: str
     scheduler: str
-    routing: str
+    # "volcano" or "routing", and the sentence that says why and what it means.
+    mode: str
+    note: str
+    volcano: VolcanoRun
     admission: tuple[Admitted, ...]
     pods: tuple[PodOutcome, ...]
     gpus: tuple[GpuOutcome, ...]
@@ -199,34 +236,6 @@ class SimulationResult:
     # Broken GPU invariants after settling (over capacity, overlapping MIG slots): empty is the point.
     violations: tuple[str, ...] = ()
     memory_factor: int = 1
-
-
-# The IB cluster label simulate uses when the configuration names none (the ib-gang example's nodes).
-SIMULATE_IB_LABEL = "vgpu-guard.io/ib-cluster"
-
-
-def simulation_config(config: GuardConfig) -> tuple[GuardConfig, str]:
-    """Routing on, and IB clusters read from ``vgpu-guard.io/ib-cluster``, unless the configuration
-    sets them: the simulated controller only places routed pods, and the stories need IB pinning.
-
-    Returns the config to run and a sentence for the report saying which applies and why.
-    """
-    scheduling, topology = config.scheduling, config.topology
-    name = scheduling.scheduler_name
-    notes = []
-    if "routing" in scheduling.model_fields_set:
-        notes.append(
-            f"scheduling.routing is {'on' if scheduling.routing else 'off'} (from the configuration)"
-        )
-    else:
-        config = config.model_copy(update={"scheduling": scheduling.model_copy(update={"routing": True})})
-        notes.append(f"scheduling.routing is on (simulate's default): vGPU pods get schedulerName {name}")
-    if "ib_cluster_label" not in topology.model_fields_set and topology.hyper_node_tier is None:
-        config = config.model_copy(
-            update={"topology": topology.model_copy(update={"ib_cluster_label": SIMULATE_IB_LABEL})}
-        )
-        notes.append(f"IB clusters come from node label {SIMULATE_IB_LABEL} (simulate's default)")
-    return config, "; ".join(notes)
 
 
 def confirm_allocations(store: Store) -> int:
@@ -273,11 +282,26 @@ class _Run:
             text = resources.files("vgpu_guard").joinpath(path).read_text(encoding="utf-8")
             self.store.create(CRDS, yaml.safe_load(text))
         self.admitted: list[Admitted] = []
+        # Pods Volcano's job controller made, by the index of their Job's entry in ``admitted``.
+        self.job_pods: dict[int, list[Admitted]] = {}
+        self.jobs: dict[str, int] = {}  # stored Volcano Job uid -> its entry in ``admitted``
         # Pods in the order they came to be, with their source; rejected ones with the reason.
         self.order: list[tuple[str, str]] = []
         self.sources: dict[tuple[str, str], str] = {}
         self.rejected: dict[tuple[str, str], tuple[str, str]] = {}  # key -> (reason, scheduler)
         self.existing: set[tuple[str, str]] = set()
+        self.frontend = self._arbitrated_frontend()
+
+    def _arbitrated_frontend(self) -> Frontend:
+        """The in-memory API server with the webhook's ledger arbiter registered, as the chart does."""
+        admin = MemoryClusterClient(self.store)
+        writer = LedgerWriter(admin, memory_factor=self.config.nvidia.gpu_memory_factor, writer="arbiter")
+        arbiter = Arbiter(views=lambda _config: self.view(), client=admin, writer=writer, clock=self.clock)
+        return Frontend(self.store, admission=InProcessArbiter(arbiter, self.config))
+
+    def client(self, user: UserInfo = ADMIN_USER) -> MemoryClusterClient:
+        """A client of the simulated API server whose assignment writes meet the arbiter."""
+        return MemoryClusterClient(self.store, frontend=self.frontend, user=user)
 
     # --- the API ---------------------------------------------------------------------------------
 
@@ -390,21 +414,16 @@ class _Run:
         if not result.decision.allowed:
             self.admitted.append(Admitted(source=document.source, result=result, username=ADMIN))
             return
+        if is_volcano_job(result.object):
+            self.add_volcano_job(document.source, result)
+            return
         expansion = expand_workload(result.object)
-        api_error = None
-        if expansion.podgroup is not None:
-            # Volcano's job controller creates the PodGroup; no admission webhook of ours sees it.
-            try:
-                self.create(expansion.podgroup, document.source)
-            except KubeError as e:
-                api_error = f"PodGroup {expansion.podgroup['metadata']['name']}: {e.message}"
         workload = f"{kind} {_key(obj)[0]}/{_key(obj)[1]}"
         self.admitted.append(
             Admitted(
                 source=document.source,
                 result=result,
                 username=ADMIN,
-                api_error=api_error,
                 pods=tuple(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in expansion.pods),
                 note=expansion.note,
             )
@@ -419,15 +438,89 @@ class _Run:
                 )
             )
 
-    async def settle(self, controller: AllocationController) -> int:
+    def add_volcano_job(self, source: str, result: ReviewResult) -> None:
+        """Store an admitted Volcano Job; Volcano's job controller makes the rest (``sync_jobs``)."""
+        try:
+            stored = self.create(result.object, source)
+        except KubeError as e:
+            self.admitted.append(Admitted(source=source, result=result, username=ADMIN, api_error=e.message))
+            return
+        self.jobs[str(stored["metadata"]["uid"])] = len(self.admitted)
+        self.admitted.append(Admitted(source=source, result=result, username=ADMIN))
+        self.job_pods[self.jobs[str(stored["metadata"]["uid"])]] = []
+
+    def sync_jobs(self, sessions: list[SessionRecord]) -> int:
+        """Volcano's job controller over every stored Job (vgpu_guard/volcano/jobs.py): the PodGroup
+        ``<job>-<uid>`` first (no admission webhook of ours sees it), the pods once Volcano's
+        enqueue moved it to Inqueue, each admitted as the job controller's request. Returns how
+        many objects it created."""
+        created = 0
+        stored = {str(job["metadata"]["uid"]): job for job in self.store.list(JOBS).items}
+        for uid, index in sorted(self.jobs.items(), key=lambda pair: pair[1]):  # in creation order
+            job = stored[uid]
+            namespace, pg_name = str(job["metadata"]["namespace"]), podgroup_name(job)
+            try:
+                podgroup: Obj | None = self.store.get(PODGROUPS, pg_name, namespace=namespace)
+            except KubeError:
+                podgroup = None
+            existing = {k[1] for k in self.order if k[0] == namespace}
+            plan = plan_job(job, podgroup, existing)
+            if plan.podgroup is not None:
+                self.create(plan.podgroup, self.admitted[index].source)
+                note = (
+                    f"PodGroup {pg_name} created by Volcano's job controller; pods wait until it is Inqueue"
+                )
+                self.admitted[index] = replace(self.admitted[index], note=note)
+                created += 1
+            if plan.pods:
+                self.admit_job_pods(
+                    index, plan.pods, pg_name, _enqueued_in(sessions, f"{namespace}/{pg_name}")
+                )
+                created += len(plan.pods)
+        return created
+
+    def admit_job_pods(self, index: int, pods: tuple[Obj, ...], pg_name: str, session: int | None) -> None:
+        job = self.admitted[index]
+        workload = f"Job {_key(job.result.object)[0]}/{_key(job.result.object)[1]}"
+        for pod in pods:
+            self.job_pods[index].append(
+                self.admit_pod(
+                    pod, source=f"{job.source} ({workload})", username=JOB_CONTROLLER, workload=workload
+                )
+            )
+        when = f" in session {session}" if session is not None else ""
+        self.admitted[index] = replace(
+            job,
+            pods=job.pods + tuple(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods),
+            note=f"PodGroup {pg_name} created by Volcano's job controller; Volcano's enqueue made it "
+            f"Inqueue{when}, then the job controller created its pods",
+        )
+
+    def admission(self) -> tuple[Admitted, ...]:
+        """Every admission request in order, a Volcano Job's pods right after the Job."""
+        out: list[Admitted] = []
+        for index, entry in enumerate(self.admitted):
+            out.append(entry)
+            out.extend(self.job_pods.get(index, ()))
+        return tuple(out)
+
+    async def settle(self, volcano: VolcanoScheduler, controller: AllocationController) -> int:
+        """Rounds of one schedule period each (Volcano's 1 s): the job controller, one Volcano
+        session, the allocation controller until a pass changes nothing, the device plugin's
+        stand-in; until a round moves nothing. Returns the controller's passes."""
         passes = 0
         for _ in range(_MAX_ROUNDS):
+            created = self.sync_jobs(volcano.sessions)
+            session = await volcano.session()
             results = await controller.settle()
             passes += len(results)
-            moved = any(r.changed for r in results)
-            if confirm_allocations(self.store) == 0 and not moved:
+            confirmed = confirm_allocations(self.store)
+            self.clock.tick()
+            if not (created or session.changed or confirmed or any(r.changed for r in results)):
                 return passes
-        raise SimulationError(f"the cluster did not settle within {_MAX_ROUNDS} rounds of the controller")
+        raise SimulationError(
+            f"the cluster did not settle within {_MAX_ROUNDS} rounds of Volcano and the controller"
+        )
 
     # --- outcomes --------------------------------------------------------------------------------
 
@@ -441,94 +534,138 @@ class _Run:
                 out.extend(v.message for v in found)
         return tuple(out)
 
-    def outcomes(self, view: ClusterView) -> tuple[tuple[PodOutcome, ...], tuple[GpuOutcome, ...]]:
-        factor = self.config.nvidia.gpu_memory_factor
-        ours = self.config.scheduling.scheduler_name
+    def outcomes(
+        self, view: ClusterView, sessions: list[SessionRecord]
+    ) -> tuple[tuple[PodOutcome, ...], tuple[GpuOutcome, ...]]:
         ledgers = [decode_ledger(o) for o in self.store.list(LEDGERS).items]
         entries: dict[str, Allocation] = {uid: a for led in ledgers for uid, a in led.allocations.items()}
         stored = {_key(p): p for p in self.store.list(PODS).items}
-        pods: list[PodOutcome] = []
-        for key in self.order:
-            if key in self.rejected:
-                reason, scheduler = self.rejected[key]
-                pods.append(
-                    PodOutcome(
-                        namespace=key[0],
-                        name=key[1],
-                        source=self.sources[key],
-                        phase="Rejected",
-                        scheduler=scheduler,
-                        reason=reason,
-                    )
-                )
-                continue
-            pod = stored[key]
-            spec = pod.get("spec") or {}
-            scheduler = str(spec.get("schedulerName") or "default-scheduler")
-            raw_priority = spec.get("priority")
-            entry = entries.get(str(_meta(pod).get("uid")))
-            node = spec.get("nodeName")
-            devices = tuple(
-                DeviceOutcome(g.uuid, g.memory, g.cores, g.mig.profile if g.mig else None)
-                for g in (entry.grants() if entry is not None and node else ())
-            )
-            pods.append(
-                PodOutcome(
-                    namespace=key[0],
-                    name=key[1],
-                    source=self.sources[key],
-                    phase="Bound" if node else "Pending",
-                    scheduler=scheduler,
-                    node=str(node) if node else None,
-                    devices=devices,
-                    reason=None
-                    if node
-                    else _pending_reason(pod, scheduler=scheduler, ours=ours, entry=entry),
-                    priority=raw_priority if isinstance(raw_priority, int) else 0,
-                    existing=key in self.existing,
-                )
-            )
-        gpus: list[GpuOutcome] = []
-        by_node = {led.node: led for led in ledgers}
-        for name in sorted(view.nodes):
-            info = view.nodes[name]
-            ledger = by_node.get(name)
-            usage = gpu_usage(ledger.allocations.values()) if ledger else {}
-            for gpu in info.gpus:
-                used = usage.get(gpu.uuid)
-                gpus.append(
-                    GpuOutcome(
-                        node=name,
-                        uuid=gpu.uuid,
-                        model=gpu.type,
-                        mode=gpu.mode,
-                        memory_total=gpu.memory * factor,
-                        memory_used=used.memory if used else 0,
-                        cores_used=used.cores if used else 0,
-                        pods=tuple(sorted(used.pods)) if used else (),
-                    )
-                )
-        return tuple(pods), tuple(gpus)
+        refusals = _last_refusals(sessions)
+        pods = [
+            self._pod_outcome(key, stored.get(key), entries, refusals.get(f"{key[0]}/{key[1]}"))
+            for key in self.order
+        ]
+        return tuple(pods), _gpu_outcomes(view, ledgers, self.config.nvidia.gpu_memory_factor)
+
+    def _pod_outcome(
+        self,
+        key: tuple[str, str],
+        pod: Obj | None,
+        entries: Mapping[str, Allocation],
+        refusal: tuple[int, BindOutcome] | None,
+    ) -> PodOutcome:
+        namespace, name, source = key[0], key[1], self.sources[key]
+        if key in self.rejected or pod is None:
+            reason, scheduler = self.rejected.get(key, ("deleted", ""))
+            return PodOutcome(namespace, name, "Rejected", scheduler, source, reason=reason)
+        spec = pod.get("spec") or {}
+        scheduler = str(spec.get("schedulerName") or "default-scheduler")
+        raw_priority = spec.get("priority")
+        entry = entries.get(str(_meta(pod).get("uid")))
+        node = spec.get("nodeName")
+        devices = tuple(
+            DeviceOutcome(g.uuid, g.memory, g.cores, g.mig.profile if g.mig else None)
+            for g in (entry.grants() if entry is not None and node else ())
+        )
+        ours = self.config.scheduling.scheduler_name
+        return PodOutcome(
+            namespace,
+            name,
+            "Bound" if node else "Pending",
+            scheduler,
+            source,
+            node=str(node) if node else None,
+            devices=devices,
+            reason=None
+            if node
+            else _pending_reason(pod, scheduler=scheduler, ours=ours, entry=entry, refusal=refusal),
+            priority=raw_priority if isinstance(raw_priority, int) else 0,
+            existing=key in self.existing,
+        )
 
 
-def _pending_reason(pod: Mapping[str, Any], *, scheduler: str, ours: str, entry: Allocation | None) -> str:
-    if scheduler != ours:
-        return f"not simulated: schedulerName is {scheduler}; simulate runs only {ours}'s allocator"
+def _gpu_outcomes(view: ClusterView, ledgers: list[NodeLedger], factor: int) -> tuple[GpuOutcome, ...]:
+    gpus: list[GpuOutcome] = []
+    by_node = {led.node: led for led in ledgers}
+    for name in sorted(view.nodes):
+        ledger = by_node.get(name)
+        usage = gpu_usage(ledger.allocations.values()) if ledger else {}
+        for gpu in view.nodes[name].gpus:
+            used = usage.get(gpu.uuid)
+            gpus.append(
+                GpuOutcome(
+                    node=name,
+                    uuid=gpu.uuid,
+                    model=gpu.type,
+                    mode=gpu.mode,
+                    memory_total=gpu.memory * factor,
+                    memory_used=used.memory if used else 0,
+                    cores_used=used.cores if used else 0,
+                    pods=tuple(sorted(used.pods)) if used else (),
+                )
+            )
+    return tuple(gpus)
+
+
+def _last_refusals(sessions: list[SessionRecord]) -> dict[str, tuple[int, BindOutcome]]:
+    """Each pod's last refused assignment, unless a later session bound it."""
+    last: dict[str, tuple[int, BindOutcome]] = {}
+    for record in sessions:
+        for outcome in record.binds:
+            if outcome.result == "bound":
+                last.pop(outcome.pod, None)
+            else:
+                last[outcome.pod] = (record.number, outcome)
+    return last
+
+
+def _enqueued_in(sessions: list[SessionRecord], podgroup: str) -> int | None:
+    return next((r.number for r in sessions if podgroup in r.enqueued), None)
+
+
+def _pending_reason(
+    pod: Mapping[str, Any],
+    *,
+    scheduler: str,
+    ours: str,
+    entry: Allocation | None,
+    refusal: tuple[int, BindOutcome] | None,
+) -> str:
+    if scheduler not in (ours, VOLCANO):
+        return (
+            f"not simulated: schedulerName is {scheduler}; simulate runs Volcano's model ({VOLCANO}) "
+            f"and vgpu-guard's controller ({ours})"
+        )
     conditions = (pod.get("status") or {}).get("conditions") or []
     scheduled = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
-    if scheduled is not None and scheduled.get("status") == "False" and scheduled.get("message"):
-        return str(scheduled["message"])
+    waits = scheduled is not None and scheduled.get("status") == "False" and scheduled.get("message")
+    if refusal is not None:
+        number, outcome = refusal
+        told = f"vgpu-guard's arbiter refused its assignment to {outcome.node} in Volcano's session {number}"
+        if waits and outcome.message in str(scheduled["message"]):  # type: ignore[index]
+            return str(scheduled["message"])  # type: ignore[index]
+        if waits:
+            return f"{scheduled['message']} (after {told})"  # type: ignore[index]
+        return f"{told}: {outcome.message}"
+    if waits:
+        return str(scheduled["message"])  # type: ignore[index]
     if entry is not None:
         return "reserved in the ledger, not bound yet (its gang is still being committed)"
-    return "no decision recorded by the controller"
+    return f"no decision recorded by {'the controller' if scheduler == ours else 'Volcano'}"
 
 
-async def run_simulation(scenario: Scenario, config: GuardConfig) -> SimulationResult:
-    """Run ``scenario`` with ``config`` (routing turned on unless it sets it: ``simulation_config``).
-
-    Raises ``SimulationError`` when the scenario holds something the simulated API cannot serve.
-    """
-    config, routing = simulation_config(config)
+async def run_simulation(
+    scenario: Scenario, config: GuardConfig, mode: Mode | None = None
+) -> SimulationResult:
+    """Run ``scenario`` with ``config`` in ``mode`` (volcano mode unless routing is asked for:
+    ``simulation_config``). Raises ``SimulationError`` when the scenario holds something the
+    simulated API cannot serve, or a bad ``--volcano-version``."""
+    mode = mode or Mode()
+    try:
+        version = parse_version(mode.volcano_version)
+    except ValueError as e:
+        raise SimulationError(str(e)) from None
+    config, mode_name, note = simulation_config(config, mode)
     run = _Run(config)
     for document in scenario.cluster:
         run.add_state(document)
@@ -538,21 +675,26 @@ async def run_simulation(scenario: Scenario, config: GuardConfig) -> SimulationR
     for document in scenario.documents:
         if not is_cluster_state(document.object):
             run.add_created(document)
-    controller = AllocationController(
-        MemoryClusterClient(run.store),
+    volcano = VolcanoScheduler(
+        run.client(service_account(*VOLCANO_SCHEDULER)),
         config,
-        identity="vgpu-guard-simulate",
+        version=version,
+        stale_cache=mode.stale_cache,
         clock=run.clock,
-        registry=CollectorRegistry(),
     )
-    passes = await run.settle(controller)
+    controller = AllocationController(
+        run.client(), config, identity="vgpu-guard-simulate", clock=run.clock, registry=CollectorRegistry()
+    )
+    passes = await run.settle(volcano, controller)
     view = run.view()
-    pods, gpus = run.outcomes(view)
+    pods, gpus = run.outcomes(view, volcano.sessions)
     return SimulationResult(
         scenario=scenario.source,
         scheduler=config.scheduling.scheduler_name,
-        routing=routing,
-        admission=tuple(run.admitted),
+        mode=mode_name,
+        note=note,
+        volcano=VolcanoRun(version, mode.stale_cache, mode.stale_cache_from, tuple(volcano.sessions)),
+        admission=run.admission(),
         pods=pods,
         gpus=gpus,
         queues=audit_queues(view, config),
@@ -563,6 +705,6 @@ async def run_simulation(scenario: Scenario, config: GuardConfig) -> SimulationR
     )
 
 
-def simulate(scenario: Scenario, config: GuardConfig) -> SimulationResult:
+def simulate(scenario: Scenario, config: GuardConfig, mode: Mode | None = None) -> SimulationResult:
     """``run_simulation`` on a fresh event loop, for callers that are not async (the CLI)."""
-    return asyncio.run(run_simulation(scenario, config))
+    return asyncio.run(run_simulation(scenario, config, mode))

@@ -7,10 +7,9 @@ happens: MIG rounding, routing). ``simulate`` reproduces that second step here, 
 - Deployment -> pods ``<name>-<pod-template-hash>-<5 chars>`` (the intermediate ReplicaSet is not
   simulated); ReplicaSet -> ``<name>-<5 chars>``; StatefulSet -> ``<name>-<ordinal>``;
   batch Job -> ``min(parallelism, completions)`` pods ``<name>-<5 chars>``;
-- Volcano Job -> a PodGroup ``<job>`` (minMember = minAvailable, queue, priorityClassName) and pods
-  ``<job>-<task>-<index>`` annotated with ``scheduling.k8s.io/group-name`` (what the allocator and
-  Volcano read to find the gang), with the job's ``schedulerName`` and ``priorityClassName``: the
-  engine's ``volcano_job``, which the Job's own admission judged as a gang;
+- Volcano Jobs are not expanded here: simulate stores them and Volcano's job controller (its model,
+  vgpu_guard/volcano/jobs.py) makes the PodGroup ``<job>-<uid>`` and, once Volcano's enqueue has
+  let the PodGroup in, the pods;
 - DaemonSet and CronJob are admitted but make no pods: a DaemonSet's pods are placed by its own
   controller on every node, and a CronJob makes nothing until its schedule fires.
 
@@ -28,7 +27,7 @@ from typing import Any
 
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.engine.untrusted import as_mapping
-from vgpu_guard.engine.volcano_job import pod_from_template, volcano_job_pods, volcano_podgroup
+from vgpu_guard.engine.volcano_job import pod_from_template
 
 __all__ = ["CONTROLLER_USERS", "Expansion", "expand_workload"]
 
@@ -49,10 +48,9 @@ CONTROLLER_USERS: dict[tuple[str, str], str] = {
 
 @dataclass(frozen=True)
 class Expansion:
-    """What a workload's controllers create: pods (in creation order) and, for gangs, a PodGroup."""
+    """What a workload's controller creates: pods, in creation order."""
 
     pods: tuple[Obj, ...]
-    podgroup: Obj | None
     # Pods are created by this user (the controller's service account).
     username: str
     # Why no pods were made (DaemonSet, CronJob), or "".
@@ -68,19 +66,11 @@ def _count(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
-def _volcano_job(job: Mapping[str, Any]) -> Expansion:
-    # engine/volcano_job.py: the same PodGroup and pods the Job's admission judged as a gang.
-    return Expansion(
-        pods=tuple(volcano_job_pods(job)),
-        podgroup=volcano_podgroup(job),
-        username=CONTROLLER_USERS[("batch.volcano.sh", "Job")],
-    )
-
-
 def expand_workload(workload: Mapping[str, Any]) -> Expansion:
-    """The pods (and PodGroup) the workload's controllers create; see the module docstring.
+    """The pods the workload's controller creates; see the module docstring.
 
-    Raises ``KeyError`` for a kind outside ``engine.rules.workloads.WORKLOAD_KINDS``.
+    Raises ``KeyError`` for a kind outside ``engine.rules.workloads.WORKLOAD_KINDS`` and for a
+    Volcano Job (Volcano's job controller makes its pods: vgpu_guard/volcano/jobs.py).
     """
     group = str(workload.get("apiVersion") or "").rpartition("/")[0]
     kind = str(workload.get("kind") or "")
@@ -92,14 +82,16 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
     if (group, kind) not in WORKLOAD_KINDS:
         raise KeyError(f"{group}/{kind} is not a workload kind")
     if (group, kind) == ("batch.volcano.sh", "Job"):
-        return _volcano_job(workload)
+        raise KeyError(
+            "a Volcano Job's pods are made by Volcano's job controller (vgpu_guard/volcano/jobs.py)"
+        )
     if kind in ("DaemonSet", "CronJob"):
         why = (
             "its pods are placed on every node by the DaemonSet controller"
             if kind == "DaemonSet"
             else "it creates nothing until its schedule fires"
         )
-        return Expansion(pods=(), podgroup=None, username="", note=f"no pods simulated: {why}")
+        return Expansion(pods=(), username="", note=f"no pods simulated: {why}")
     username = CONTROLLER_USERS[(group, kind)]
     pods: list[Obj] = []
     if kind == "Deployment":
@@ -147,4 +139,4 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
                     labels={"job-name": name, "batch.kubernetes.io/job-name": name},
                 )
             )
-    return Expansion(pods=tuple(pods), podgroup=None, username=username)
+    return Expansion(pods=tuple(pods), username=username)
