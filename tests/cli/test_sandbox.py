@@ -223,7 +223,15 @@ def test_failed_build_prints_one_line_and_exits_2(
     _no_cache(monkeypatch)
     monkeypatch.setattr(vgpu_guard.controlplane, "ensure_built", ensure_built)
     args = argparse.Namespace(
-        backend=backend, build=True, kubeconfig=str(tmp_path / "kc"), port=0, with_guard=False
+        backend=backend,
+        build=True,
+        kubeconfig=str(tmp_path / "kc"),
+        port=0,
+        with_guard=False,
+        config=None,
+        volcano_model=False,
+        volcano_version="1.16",
+        volcano_stale_cache=False,
     )
     assert sandbox.run(args) == 2
     out, err = capsys.readouterr()

@@ -10,18 +10,22 @@ Two backends, one interface (a kubeconfig and the same commands):
 - ``double``: the API double (``vgpu_guard.apidouble``) in memory, the fallback when no build is
   cached. RBAC is off (every token may do everything).
 
-The first line printed names the backend and, for the double, why. With ``--with-guard`` the
-sandbox also runs our webhook and controller as child processes (``vgpu-guard serve webhook`` /
-``serve controller``, TLS from a CA generated here) and registers them by creating, through the
-API as a user would, what the chart registers on that server: its webhook configurations rendered
-with ``webhooks.urlOverride`` (``vgpu_guard/data/sandbox/``), pointed at the local webhook with
-that CA as caBundle. The chart's ``webhooks.scope: auto`` picks matchConditions from Kubernetes
-1.28 and the namespace opt-in scope before (1.20 drops matchConditions silently, which would send
-every pod to us), so the sandbox reads the server's ``/version`` and, in the opt-in scope, labels
-the namespace the README's commands use (``default``) and says so. A stand-in for the device
-plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops the
-children and the server, and the state is gone (the real backend's etcd lives in a temporary
+The first line printed names the backend and, for the double, why; the next ones what runs and what
+does not, and the mode (cli/sandbox_settings.py). With ``--with-guard`` the sandbox also runs our
+webhook and controller as child processes (``vgpu-guard serve webhook`` / ``serve controller``, on
+``--config FILE`` when given, TLS from a CA generated here) and registers them by creating, through
+the API as a user would, what the chart registers on that server: its webhook configurations
+rendered with ``webhooks.urlOverride`` (``vgpu_guard/data/sandbox/``), pointed at the local webhook
+with that CA as caBundle. The chart's ``webhooks.scope: auto`` picks matchConditions from
+Kubernetes 1.28 and the namespace opt-in scope before (1.20 drops matchConditions silently, which
+would send every pod to us), so the sandbox reads the server's ``/version`` and, in the opt-in
+scope, labels the namespace the README's commands use (``default``) and says so. A stand-in for the
+device plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops
+the children and the server, and the state is gone (the real backend's etcd lives in a temporary
 directory). There are no nodes until you create them (e.g. from ``examples/simulate/``).
+``--volcano-model`` runs Volcano's model (vgpu_guard/volcano/) as a task against the API server,
+once the webhook is registered: Volcano Jobs get their PodGroup and pods, vGPU pods with
+``schedulerName: volcano`` get Volcano's binds, which the arbiter reserves or refuses.
 """
 
 from __future__ import annotations
@@ -47,9 +51,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
+from vgpu_guard.cli.sandbox_settings import SandboxSettings, SettingsError, settings_from
 from vgpu_guard.controlplane.launch import free_port
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
+from vgpu_guard.volcano.binder import DEFAULT_VERSION
 
 if TYPE_CHECKING:
     from vgpu_guard.controlplane import Binaries
@@ -111,8 +117,31 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--with-guard",
         action="store_true",
-        help="also run the webhook and the controller (routing on: vGPU pods are placed by our "
-        "controller) and register the webhook configurations",
+        help="also run the webhook and the controller and register the webhook configurations "
+        "(routing mode unless --volcano-model runs or --config sets scheduling.routing)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="with --with-guard: the vgpu-guard config file, as `vgpu-guard serve` reads it (the sandbox "
+        "sets only where the webhook listens and its TLS files)",
+    )
+    parser.add_argument(
+        "--volcano-model",
+        action="store_true",
+        help="run a model of Volcano against the sandbox: Volcano Jobs get their PodGroup and pods, "
+        "vGPU pods with schedulerName volcano get Volcano's binds (volcano mode unless --config says)",
+    )
+    parser.add_argument(
+        "--volcano-version",
+        metavar="X.Y",
+        default=DEFAULT_VERSION,
+        help="the Volcano release whose writes the model makes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--volcano-stale-cache",
+        action="store_true",
+        help="the model's sessions ignore their own placements (Volcano #3616)",
     )
     parser.set_defaults(func=run)
 
@@ -237,29 +266,25 @@ def _serving_files(workdir: Path) -> bytes:
     return ca.cert_pem
 
 
-async def _start_guard(kubeconfig: Path, workdir: Path) -> list[_Child]:
+async def _start_guard(kubeconfig: Path, workdir: Path, settings: SandboxSettings) -> list[_Child]:
     """Run ``serve webhook`` and ``serve controller`` on ``kubeconfig``; register the webhook."""
     ca_pem = _serving_files(workdir)
     port = free_port()
-    config = {
-        "scheduling": {"routing": True},
-        "webhook": {
-            "host": _HOST,
-            "port": port,
-            "tlsCertFile": str(workdir / "tls.crt"),
-            "tlsKeyFile": str(workdir / "tls.key"),
-        },
+    env = {
+        **os.environ,
+        **settings.child_env(host=_HOST, port=port, cert=workdir / "tls.crt", key=workdir / "tls.key"),
     }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     children = []
     for component in ("webhook", "controller"):
         child = _Child(component, workdir / f"{component}.log", free_port())
         argv = [sys.executable, "-m", "vgpu_guard.cli.main", "serve", component]
-        argv += ["--config", str(workdir / "config.yaml"), "--kubeconfig", str(kubeconfig)]
+        if settings.config_file is not None:
+            argv += ["--config", str(settings.config_file)]
+        argv += ["--kubeconfig", str(kubeconfig)]
         argv += ["--cert-mode", "files", "--namespace", NAMESPACE, "--identity", f"sandbox-{component}"]
         argv += ["--metrics-port", str(child.ops_port)]
         children.append(child)
-        await child.start(argv, dict(os.environ))
+        await child.start(argv, env)
     for child in children:
         await child.wait_ready()
     scope_text = await _register(kubeconfig, f"https://{_HOST}:{port}", ca_pem)
@@ -397,8 +422,19 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     target = Path(args.kubeconfig)
+    try:
+        settings = settings_from(
+            args.config,
+            volcano_model=args.volcano_model,
+            volcano_version=args.volcano_version,
+            stale_cache=args.volcano_stale_cache,
+        )
+    except SettingsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     binaries, first_line = _choose(args)
     print(first_line, flush=True)
+    print("\n".join(settings.banner(real=binaries is not None, with_guard=args.with_guard)), flush=True)
     if args.with_guard and binaries is None and importlib.util.find_spec("celpy") is None:
         print(
             "error: --with-guard on the API double registers the chart's webhook configurations, whose "
@@ -414,7 +450,7 @@ async def _main(args: argparse.Namespace) -> int:
             where = "in memory" if binaries is None else "etcd in a temporary directory"
             print(f"API server: {url} ({where}: everything is lost when it stops)")
             print(f"kubeconfig: {target}")
-            code = await _run_cluster(args, cluster, workdir, stop)
+            code = await _run_cluster(args, settings, cluster, workdir, stop)
     print("stopped", flush=True)
     return code
 
@@ -427,14 +463,16 @@ def _publish(kubeconfig: Path, target: Path) -> None:
 
 
 async def _run_cluster(
-    args: argparse.Namespace, cluster: _Cluster, workdir: Path, stop: asyncio.Event
+    args: argparse.Namespace, settings: SandboxSettings, cluster: _Cluster, workdir: Path, stop: asyncio.Event
 ) -> int:
     children: list[_Child] = []
     helpers = cluster.background + (cluster.with_guard if args.with_guard else [])
     tasks = [asyncio.create_task(helper()) for helper in helpers]
     try:
         if args.with_guard:
-            children = await _start_guard(cluster.kubeconfig, workdir)
+            children = await _start_guard(cluster.kubeconfig, workdir, settings)
+        if settings.volcano is not None:  # after the webhook is registered: no assignment unarbitrated
+            tasks.append(asyncio.create_task(_volcano(cluster.kubeconfig, settings)))
         print("ready; Ctrl-C stops everything", flush=True)
         return await _serve_until_stopped(stop, children)
     except RuntimeError as e:
@@ -449,6 +487,28 @@ async def _run_cluster(
         await asyncio.gather(*tasks, return_exceptions=True)
         for child in children:
             await child.stop()
+
+
+async def _volcano(kubeconfig: Path, settings: SandboxSettings) -> None:
+    """Volcano's model against the sandbox (vgpu_guard/volcano/service.py), until cancelled."""
+    from vgpu_guard.kube.aio import AioClusterClient
+    from vgpu_guard.volcano.jobs import JobController
+    from vgpu_guard.volcano.service import run_volcano, session_lines
+    from vgpu_guard.volcano.session import SessionRecord, VolcanoScheduler
+
+    def report(record: SessionRecord) -> None:  # what Volcano wrote, and what was refused and why
+        for line in session_lines(record):
+            print(f"volcano:    {line}", flush=True)
+
+    assert settings.volcano is not None
+    api = await AioClusterClient.from_kubeconfig(str(kubeconfig))
+    try:
+        scheduler = VolcanoScheduler(
+            api, settings.config, version=settings.volcano, stale_cache=settings.stale_cache
+        )
+        await run_volcano(JobController(api), scheduler, report=report)
+    finally:
+        await api.close()
 
 
 async def _serve_until_stopped(stop: asyncio.Event, children: list[_Child]) -> int:

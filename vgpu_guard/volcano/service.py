@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.volcano.jobs import JobController
 from vgpu_guard.volcano.session import SessionRecord, VolcanoScheduler
 
-__all__ = ["PERIOD_SECONDS", "run_volcano"]
+__all__ = ["PERIOD_SECONDS", "run_volcano", "session_lines"]
 
 log = logging.getLogger("vgpu_guard.volcano")
 
@@ -45,14 +46,28 @@ def _log_session(record: SessionRecord) -> None:
         )
 
 
+def session_lines(record: SessionRecord) -> list[str]:
+    """One line per assignment the session wrote: bound, or refused with the API server's answer."""
+    return [
+        f"session {record.number}: {b.pod} -> {b.node} {b.ids} {b.result}"
+        + (f" ({'PATCH' if b.step == 'patch' else 'Binding'}): {b.message}" if b.result != "bound" else "")
+        for b in record.binds
+    ]
+
+
 async def run_volcano(
-    jobs: JobController, scheduler: VolcanoScheduler, *, period: float = PERIOD_SECONDS
+    jobs: JobController,
+    scheduler: VolcanoScheduler,
+    *,
+    period: float = PERIOD_SECONDS,
+    report: Callable[[SessionRecord], None] = _log_session,
 ) -> None:
-    """Sync Jobs and run a session every ``period`` seconds, until cancelled."""
+    """Sync Jobs and run a session every ``period`` seconds, until cancelled; ``report`` is told
+    of every session (logged by default)."""
     while True:
         try:
             await jobs.sync()
-            _log_session(await scheduler.session())
+            report(await scheduler.session())
         except KubeError as e:
             log.warning("Volcano model: API error, retrying next period", extra={"fields": {"error": str(e)}})
         await asyncio.sleep(period)
