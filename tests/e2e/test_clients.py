@@ -88,8 +88,9 @@ def _golden_name(path: str) -> str:
 
 @pytest.mark.parametrize("path", EXAMPLES)
 async def test_kubectl_apply_example(env: Env, kubectl: Kubectl, path: str) -> None:
-    """``kubectl apply --dry-run=server`` then ``kubectl apply`` of one example: the denials'
-    exact stderr, the mutations' ``Warning:`` lines; the dry run says the same and creates nothing."""
+    """``kubectl apply --dry-run=server`` then ``kubectl apply`` of one example, twice: the denials'
+    exact stderr, the mutations' ``Warning:`` lines; the dry run says the same and creates nothing;
+    applying the file again changes nothing and fails on nothing new."""
     golden = _golden_name(path)
     env.undo.append(lambda: _delete_file(kubectl, path, env.ns))
     dry = await kubectl("apply", "-n", env.ns, "-f", path, "--dry-run=server")
@@ -102,6 +103,12 @@ async def test_kubectl_apply_example(env: Env, kubectl: Kubectl, path: str) -> N
         assert real.code == dry.code
         assert real.stderr == dry.stderr
         assert real.stdout == dry.stdout.replace(" (server dry run)", "")
+    # The same file again (issue 38): every object it created is "unchanged" or "configured", never
+    # refused for the fields admission normalised (pod spec is immutable); denied objects are
+    # denied again with the same words.
+    again = await kubectl("apply", "-n", env.ns, "-f", path)
+    assert_golden(f"apply-{golden}.again.txt", transcript(again, env))
+    assert "may not change fields" not in again.stderr, again.transcript()
 
 
 async def test_a_key_given_twice_is_applied_with_its_last_value(
@@ -608,5 +615,5 @@ async def _run_readme_lines(commands: list[str], kubeconfig: str, tmp_path: Path
 
 async def test_every_apply_golden_file_has_its_example() -> None:
     """An example renamed or removed leaves no golden file behind that nothing checks."""
-    expected = {f"apply-{_golden_name(p)}{kind}.txt" for p in EXAMPLES for kind in ("", ".dry-run")}
+    expected = {f"apply-{_golden_name(p)}{kind}.txt" for p in EXAMPLES for kind in ("", ".dry-run", ".again")}
     assert {p.name for p in GOLDEN.glob("apply-*.txt")} == expected

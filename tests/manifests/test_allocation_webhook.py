@@ -85,7 +85,8 @@ def _program(w: dict[str, Any]) -> Any:
         activation = {
             "object": celpy.json_to_cel(obj),
             "oldObject": celpy.json_to_cel(old),
-            "request": celpy.json_to_cel({"operation": operation, "subResource": sub}),
+            # As kube-apiserver builds it: subResource left out when empty (omitempty).
+            "request": celpy.json_to_cel({"operation": operation, **({"subResource": sub} if sub else {})}),
         }
         return all(bool(p.evaluate(activation)) for p in programs)
 

@@ -28,6 +28,11 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
         "/mutate/pods",
         [("", "v1", ["pods"], ["CREATE"], "Namespaced")],
     ),
+    # Re-applied pod files (kubectl apply of an unchanged file; issue 38).
+    ("MutatingWebhookConfiguration", "pod-updates.vgpu.vgpu-guard.io"): (
+        "/mutate/pods",
+        [("", "v1", ["pods"], ["UPDATE"], "Namespaced")],
+    ),
     ("ValidatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"): (
         "/validate/pods",
         [("", "v1", ["pods"], ["CREATE"], "Namespaced")],
@@ -144,11 +149,14 @@ def test_webhook_safety_settings(scenario: tuple[str, dict[str, Any]]) -> None:
 
 def test_pod_webhooks_only_see_gpu_pods_by_default() -> None:
     # With failurePolicy Fail, the matchCondition is what keeps non-GPU pods unaffected by an outage.
+    # The re-apply entry fails open, and sees only GPU pods whose spec an update changes.
     for _, _, w in webhooks(render_objects()):
         if w["rules"][0]["resources"] == ["pods"]:
-            assert w["failurePolicy"] == "Fail"
+            updates = w["rules"][0]["operations"] == ["UPDATE"]
+            assert w["failurePolicy"] == ("Ignore" if updates else "Fail")
             assert len(w["matchConditions"]) == 1
             assert "volcano.sh/vgpu-number" in w["matchConditions"][0]["expression"]
+            assert ("object.spec != oldObject.spec" in w["matchConditions"][0]["expression"]) == updates
 
 
 def test_release_namespace_is_excluded_whatever_it_is() -> None:

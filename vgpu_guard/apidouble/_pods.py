@@ -216,8 +216,48 @@ def _canonical_list(resources: Any) -> None:
 
 
 # -- decoding and defaults ----------------------------------------------------------------------
+# Built-in kinds whose pod template the double decodes: (group, resource) -> path to the template.
+_TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
+    **{
+        ("apps", r): ("spec", "template")
+        for r in ("deployments", "statefulsets", "replicasets", "daemonsets")
+    },
+    ("batch", "jobs"): ("spec", "template"),
+    ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template"),
+}
+
+
+def _decode_template(path: tuple[str, ...], obj: Obj) -> None:
+    """A workload's pod template decodes into Go's types too: its resource quantities are stored
+    canonical (``1`` written as a number comes back as the string ``"1"``, so kubectl apply of the
+    same file again sends it back and says "configured", as on kube-apiserver)."""
+    template: Any = obj
+    for key in path:
+        template = template.get(key) if isinstance(template, dict) else None
+    spec = template.get("spec") if isinstance(template, dict) else None
+    if not isinstance(spec, dict):
+        return
+    for _key, _i, c in _containers(spec):
+        res = c.get("resources")
+        if isinstance(res, dict):
+            _canonical_list(res.get("limits"))
+            _canonical_list(res.get("requests"))
+
+
 def decode_defaults(key: tuple[str, str], obj: Obj) -> None:
-    """What decoding a Pod or Node does: canonical quantities, then SetDefaults (raises Undecodable)."""
+    """What decoding a Pod or Node does: canonical quantities, then SetDefaults (raises Undecodable);
+    a workload's pod template: canonical quantities; a PriorityClass: ``globalDefault: false`` is
+    Go's omitempty zero value and is not stored (kubectl apply of it again says "configured")."""
+    if key == ("scheduling.k8s.io", "priorityclasses"):
+        if obj.get("globalDefault") is False:
+            del obj["globalDefault"]
+        return
+    if key in _TEMPLATES:
+        try:
+            _decode_template(_TEMPLATES[key], obj)
+        except QuantityError as e:
+            raise Undecodable(key[1], str(e)) from e
+        return
     kind = {("", "pods"): "Pod", ("", "nodes"): "Node"}.get(key)
     if kind is None:
         return

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
 from vgpu_guard.engine.object_size import too_large
-from vgpu_guard.engine.patch import diff
+from vgpu_guard.engine.patch import MISSING, apply_ops, diff, value_at
 from vgpu_guard.engine.rules.fleet import fleet_config
 from vgpu_guard.engine.rules.pods_mutate import normalise_pod
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
@@ -170,6 +170,43 @@ def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfi
     )
 
 
+def _mutate_pod_update(
+    request: AdmissionRequest, view: ClusterView, config: GuardConfig
+) -> AdmissionDecision:
+    """Keep a re-applied pod file from failing on the fields our CREATE mutation changed.
+
+    ``kubectl apply`` of an unchanged file sends back every field of the file that differs from
+    the live pod: the MIG-rounded ``vgpu-memory``, a limit copied from requests, a default, the
+    routed ``schedulerName``. A pod's spec is immutable, so the update failed with "pod updates may
+    not change fields". The file's spec is normalised exactly as at CREATE; when that gives the
+    stored value back, that value is kept (the update is a no-op for it). A real change (an image)
+    is left as written, for the API server to judge: this never makes an update do more.
+    """
+    new, old = request.object or {}, request.old_object or {}
+    if not isinstance(old.get("spec"), Mapping) or new.get("spec") == old.get("spec"):
+        return AdmissionDecision(allowed=True, object=new)
+    created = _mutate_pod(replace(request, operation="CREATE", dry_run=True), view, config)
+    if not created.allowed or created.object is None:
+        return AdmissionDecision(allowed=True, object=new)
+    # Only what normalising puts back to the stored value: a real change (an image) stays as
+    # written, and a normalisation that would now differ from creation time is not applied.
+    kept = [
+        op
+        for op in diff(new, created.object)
+        if op["path"].startswith("/spec/")
+        and value_at(old, op["path"]) == (MISSING if op["op"] == "remove" else op["value"])
+    ]
+    if not kept:
+        return AdmissionDecision(allowed=True, object=new)
+    return AdmissionDecision(allowed=True, patch=tuple(kept), object=apply_ops(new, kept))
+
+
+def _mutate_pod_any(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
+    if request.operation == "UPDATE":
+        return _mutate_pod_update(request, view, config)
+    return _mutate_pod(request, view, config)
+
+
 def _validate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
     pod = request.object or {}
     if _has_vgpu(pod, config) and not view.synced:
@@ -199,7 +236,7 @@ Handler = Callable[[AdmissionRequest, ClusterView, GuardConfig], AdmissionDecisi
 
 # (phase, group, resource) -> handler, and the operations each handles.
 _HANDLERS: dict[tuple[Phase, str, str], tuple[Handler, frozenset[str]]] = {
-    ("mutate", "", "pods"): (_mutate_pod, frozenset({"CREATE"})),
+    ("mutate", "", "pods"): (_mutate_pod_any, frozenset({"CREATE", "UPDATE"})),
     ("validate", "", "pods"): (_validate_pod, frozenset({"CREATE"})),
 }
 _PLURALS = {

@@ -13,7 +13,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["diff", "working_copy"]
+__all__ = ["MISSING", "apply_ops", "diff", "value_at", "working_copy"]
+
+# What ``value_at`` returns for a path that leads nowhere (None is a JSON value).
+MISSING = object()
 
 
 def _pointer(token: str) -> str:
@@ -92,3 +95,35 @@ def working_copy(pod: Mapping[str, Any]) -> dict[str, Any]:
             spec["affinity"] = copy.deepcopy(spec["affinity"])
         work["spec"] = spec
     return work
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+
+
+def value_at(obj: Any, pointer: str) -> Any:
+    """The value an RFC 6901 pointer names in ``obj``, or ``MISSING``."""
+    for token in _tokens(pointer):
+        if isinstance(obj, Mapping) and token in obj:
+            obj = obj[token]
+        elif isinstance(obj, list) and token.isdigit() and int(token) < len(obj):
+            obj = obj[int(token)]
+        else:
+            return MISSING
+    return obj
+
+
+def apply_ops(obj: Any, ops: list[dict[str, Any]]) -> Any:
+    """A deep copy of ``obj`` with ``diff``'s ops (add, replace, remove) applied."""
+    out = copy.deepcopy(obj)
+    for op in ops:
+        *parents, last = _tokens(op["path"])
+        target = out
+        for token in parents:
+            target = target[int(token)] if isinstance(target, list) else target[token]
+        key: Any = int(last) if isinstance(target, list) else last
+        if op["op"] == "remove":
+            del target[key]
+        else:
+            target[key] = copy.deepcopy(op["value"])
+    return out

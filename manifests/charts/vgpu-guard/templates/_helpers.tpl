@@ -129,13 +129,14 @@ has({{ . }}.metadata.annotations) && {{ . }}.metadata.annotations.exists(k, k in
 {{- end }}
 
 {{/*
-CEL: does this write carry a GPU assignment onto the pod (the ledger arbiter's writes)? A Binding
+CEL: does this write carry a GPU assignment onto the pod (the ledger arbiter's writes)? (The API
+server leaves request.subResource out when it is empty, hence has().) A Binding
 with vgpu-ids-new or devices-to-allocate (Volcano >= 1.16), or a pod UPDATE that adds or changes
 vgpu-ids-new (Volcano 1.10-1.15's patch). The device plugin's bind-phase confirmation and its
 consumption of devices-to-allocate change no assignment and do not match.
 */}}
 {{- define "vgpu-guard.celAssignmentWritten" -}}
-(request.subResource == 'binding' && has(object.metadata.annotations) && ('volcano.sh/vgpu-ids-new' in object.metadata.annotations || 'volcano.sh/devices-to-allocate' in object.metadata.annotations)) || (request.operation == 'UPDATE' && request.subResource != 'binding' && has(object.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in object.metadata.annotations && !(has(oldObject.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in oldObject.metadata.annotations && oldObject.metadata.annotations['volcano.sh/vgpu-ids-new'] == object.metadata.annotations['volcano.sh/vgpu-ids-new']))
+(has(request.subResource) && request.subResource == 'binding' && has(object.metadata.annotations) && ('volcano.sh/vgpu-ids-new' in object.metadata.annotations || 'volcano.sh/devices-to-allocate' in object.metadata.annotations)) || (request.operation == 'UPDATE' && !(has(request.subResource) && request.subResource == 'binding') && has(object.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in object.metadata.annotations && !(has(oldObject.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in oldObject.metadata.annotations && oldObject.metadata.annotations['volcano.sh/vgpu-ids-new'] == object.metadata.annotations['volcano.sh/vgpu-ids-new']))
 {{- end }}
 
 {{/* The writes through which an assignment reaches a pod (both allocation webhook entries). */}}
