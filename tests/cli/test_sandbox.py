@@ -268,6 +268,7 @@ def test_opt_in_configurations_are_the_charts_for_servers_before_1_28() -> None:
     configs = webhook_configurations("https://127.0.0.1:1234", b"CA", OPT_IN)
     hooks = {(c["kind"], h["name"]): h for c in configs for h in c["webhooks"]}
     assert sorted(hooks) == [
+        ("MutatingWebhookConfiguration", "pod-updates.vgpu.vgpu-guard.io"),
         ("MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"),
         ("ValidatingWebhookConfiguration", "pod-allocations.vgpu-guard.io"),
         ("ValidatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io"),

@@ -34,17 +34,28 @@ FORGED = {NODE: "e2e-ha-0", IDS: "GPU-e2e-ha-0-0,NVIDIA,24576,0:"}
 WHO = "only the allocator and the device plugin (admission.allocationWriters) write allocation annotations"
 
 
-def denied(message: str) -> str:
+ARBITER = "pod-assignments.vgpu-guard.io"
+
+
+def denied(message: str, webhook: str = WEBHOOK) -> str:
     """A denial as kubectl prints it (k8s.io/apiserver admission/plugin/webhook/errors)."""
-    return f'admission webhook "{WEBHOOK}" denied the request: {message}'
+    return f'admission webhook "{webhook}" denied the request: {message}'
 
 
-def added(user: str, where: str) -> str:
+def answering(env: Env) -> str:
+    """The entry a write that carries an assignment reaches: from 1.28 the arbiter's own (its
+    matchConditions take exactly those writes), before it the one allocation entry; both run the
+    same checks on the same path."""
+    return WEBHOOK if env.guard.opt_in else ARBITER
+
+
+def added(user: str, where: str, webhook: str = WEBHOOK) -> str:
     return denied(
         f"[allocation-annotations] metadata.annotations[{NODE}]: e2e-ha-0 was added by {user} {where}; "
         f"{WHO}, leave it out\n"
         f"[allocation-annotations] metadata.annotations[{IDS}]: GPU-e2e-ha-0-0,NVIDIA,24576,0: was added by "
-        f"{user} {where}; {WHO}, leave it out"
+        f"{user} {where}; {WHO}, leave it out",
+        webhook,
     )
 
 
@@ -97,13 +108,16 @@ async def test_a_tenant_cannot_write_an_assignment_into_a_plain_pod(
 
     with pytest.raises(KubeError) as error:
         await api.patch(PODS, "victim", {"metadata": {"annotations": FORGED}}, namespace=env.ns)
-    assert (error.value.code, error.value.message) == (403, added(user, "on UPDATE"))
+    assert (error.value.code, error.value.message) == (403, added(user, "on UPDATE", answering(env)))
 
     with pytest.raises(KubeError) as error:
         await api.patch(
             PODS, "victim", {"metadata": {"annotations": FORGED}}, namespace=env.ns, subresource="status"
         )
-    assert (error.value.code, error.value.message) == (403, added(user, "through pods/status"))
+    assert (error.value.code, error.value.message) == (
+        403,
+        added(user, "through pods/status", answering(env)),
+    )
 
     with pytest.raises(KubeError) as error:
         await api.bind(env.ns, "victim", node="e2e-ha-0", annotations={NODE: "e2e-ha-0"})
@@ -149,7 +163,8 @@ async def test_the_controllers_binding_passes_and_a_tenant_cannot_rewrite_it(
         403,
         denied(
             f"[allocation-annotations] metadata.annotations[{IDS}]: {held} was changed to "
-            f"GPU-e2e-ha-0-0,NVIDIA,1,0: by {user} on UPDATE; {WHO}, keep {held}"
+            f"GPU-e2e-ha-0-0,NVIDIA,1,0: by {user} on UPDATE; {WHO}, keep {held}",
+            answering(env),
         ),
     )
     assert notes_of(await env.pod("trainer"))[IDS] == held

@@ -52,7 +52,10 @@ def test_node_mode_is_the_last_records() -> None:
         ),
         ("GPU-1,10,24Gi,T,true,hami-core:", "has device memory '24Gi', expected an integer (MiB)"),
         # str.isdigit() accepts these and int() then raises (or reads digits no plugin writes).
-        ("GPU-1,\u00b2,24576,T,true,hami-core:", "has split count '\u00b2', expected an integer from 1 to 1024"),
+        (
+            "GPU-1,\u00b2,24576,T,true,hami-core:",
+            "has split count '\u00b2', expected an integer from 1 to 1024",
+        ),
         ("GPU-1,10,\u0663,T,true,hami-core:", "has device memory '\u0663', expected an integer (MiB)"),
         ("GPU-1,10," + "9" * 5000 + ",T,true,hami-core:", "has device memory '9999"),
         ("GPU-1,10,24576,T,yes,hami-core:", "has health 'yes', expected true or false"),

@@ -128,14 +128,16 @@ def _with_annotations(pod: Mapping[str, Any], notes: Mapping[str, str]) -> Obj:
 async def allocate(
     api: ClusterClient, pod: Mapping[str, Any], *, node: str, ids: str, version: VolcanoVersion, now: int
 ) -> Obj:
-    """AllocateFunc: the task's pod with the assignment merged in (>= 1.16: in memory only;
-    1.10-1.15: PATCHed onto the pod first, so a refused patch raises and nothing is allocated)."""
-    notes = {**_annotations(pod), **device_annotations(node, ids, now)}
+    """AllocateFunc: the task's pod as the Binding will carry it. >= 1.16 merges the assignment into
+    the task's pod in memory (PR #5588), so the Binding carries it. 1.10-1.15 PATCH it onto the pod
+    (a refused patch raises and nothing is allocated) and leave the task's pod as the cache holds
+    it, so the Binding that follows carries no assignment (the gap #5532 reported)."""
     if version.sequence == "patch-then-bind":
         meta = pod["metadata"]
         patch = {"metadata": {"annotations": device_annotations(node, ids, now)}}
         await api.patch(PODS, meta["name"], patch, namespace=meta["namespace"])
-    return _with_annotations(pod, notes)
+        return dict(pod)
+    return _with_annotations(pod, {**_annotations(pod), **device_annotations(node, ids, now)})
 
 
 async def deallocate(api: ClusterClient, pod: Mapping[str, Any], version: VolcanoVersion) -> None:
