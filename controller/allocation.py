@@ -104,6 +104,10 @@ def _node_name(pod: Mapping[str, Any]) -> str:
     return str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
 
 
+# Ledger entries missing from the pod cache in one namespace confirmed by a GET each; more are
+# confirmed by one LIST of the namespace (the same fresh read, after the ledgers were read).
+CONFIRM_BY_GET = 16
+
 # Seconds a time stamp from another clock (a pod's bind-time) may lie ahead of ours. Further ahead
 # it is treated as expired: a bind-time of 9999999999 must not keep a node busy for ever (issue 36).
 CLOCK_SKEW_SECONDS = 60
@@ -412,6 +416,13 @@ class AllocationController:
             if uid not in world.records
             for name in sorted(world.entries.get(uid, ()))
         ]
+        by_namespace: dict[str, list[Allocation]] = {}
+        for entry in missing:
+            by_namespace.setdefault(entry.namespace, []).append(entry)
+        # Few missing in a namespace: one GET each; many (a namespace deleted while we were down,
+        # 3,000 ghosts took 46-57 s one GET at a time): one paginated LIST of that namespace.
+        listed = [ns for ns, entries in by_namespace.items() if len(entries) > CONFIRM_BY_GET]
+        singles = [e for ns, entries in by_namespace.items() if ns not in listed for e in entries]
         alive: set[str] = set()
 
         async def confirm(entry: Allocation) -> None:
@@ -422,8 +433,26 @@ class AllocationController:
             if str(_meta(pod).get("uid")) == entry.pod_uid:
                 alive.add(entry.pod_uid)
 
-        await gather_bounded((confirm(e) for e in missing), self.write_concurrency)
+        async def confirm_namespace(namespace: str) -> None:
+            wanted = {e.pod_uid for e in by_namespace[namespace]}
+            alive.update(wanted & await self._pod_uids(namespace))
+
+        await gather_bounded(
+            [*(confirm_namespace(ns) for ns in listed), *(confirm(e) for e in singles)],
+            self.write_concurrency,
+        )
         return alive
+
+    async def _pod_uids(self, namespace: str) -> set[str]:
+        """The UIDs of the namespace's pods as stored now (a fresh LIST, paginated)."""
+        uids: set[str] = set()
+        token: str | None = None
+        while True:
+            page = await self.client.list(PODS, namespace=namespace, limit=500, continue_token=token)
+            uids.update(str(_meta(p).get("uid")) for p in page.items)
+            if not page.continue_token:
+                return uids
+            token = page.continue_token
 
     # --- 1. release, verify, adopt (over what changed) ---------------------------------------------
 
