@@ -38,6 +38,7 @@ from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics, LedgerWriter
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.arbiter import Arbiter
+from vgpu_guard.webhook.audit_fields import violation_fields
 from vgpu_guard.webhook.fresh_queues import with_stored_queues
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
 from vgpu_guard.webhook.recording import decide_and_record
@@ -119,6 +120,7 @@ def _audit(route: Route, request: ReviewRequest, decision: AdmissionDecision, se
         rules=list(decision.rules),
         audit_findings=list(decision.audit),
         warnings=list(decision.warnings),
+        **violation_fields(decision),
         patch_ops=len(decision.patch),
         latency_ms=round(seconds * 1000, 3),
     )
