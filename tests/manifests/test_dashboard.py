@@ -277,3 +277,31 @@ def test_chart_ships_it_for_the_grafana_sidecar_only_when_enabled() -> None:
     assert configmap["metadata"]["labels"]["team"] == "gpu"
     assert configmap["metadata"]["annotations"] == {"grafana_folder": "GPUs"}
     assert json.loads(configmap["data"]["vgpu-guard.json"]) == _dashboard()
+
+
+# Grafana's per-second units: a panel of rate() queries must say its values are per second.
+_PER_SECOND_UNITS = {"ops", "reqps", "cps", "eps", "mps", "rps", "wps", "iops", "Bps", "binBps"}
+
+
+def _kind(expr: str) -> str:
+    """What a query's values are: a quantile (of a rate), a per-second rate, a count per interval,
+    or a level (a gauge, or arithmetic on gauges)."""
+    if "histogram_quantile(" in expr:
+        return "quantile"
+    if re.search(r"\b(?:rate|irate)\(", expr):
+        return "rate"
+    if re.search(r"\bincrease\(", expr):
+        return "increase"
+    return "level"
+
+
+def test_each_panel_shows_one_kind_of_value_and_rates_per_second() -> None:
+    problems = []
+    for panel in _panels(_dashboard()):
+        kinds = {_kind(t["expr"]) for t in panel.get("targets", [])}
+        unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+        if len(kinds) > 1:
+            problems.append(f"{panel['title']!r} mixes {sorted(kinds)} on one axis")
+        if "rate" in kinds and unit not in _PER_SECOND_UNITS:
+            problems.append(f"{panel['title']!r} shows rates with unit {unit!r}")
+    assert problems == []
