@@ -132,7 +132,8 @@ class AllocationMetrics:
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self.allocations = Counter(
             "vgpu_guard_allocations_total",
-            "Pods bound with a GPU assignment by the controller.",
+            "Pods bound with a GPU assignment by the controller, by node (a deleted node's series "
+            "goes with it).",
             ["node"],
             registry=registry,
         )

@@ -37,7 +37,9 @@ class AdmissionMetrics:
             requests=Counter(
                 "vgpu_guard_admission_requests_total",
                 "Admission reviews answered, by webhook path (one pod create is a mutating and a "
-                "validating review), resource, operation, outcome and dry run.",
+                "validating review), resource, operation, outcome and dry run. A subresource write "
+                "counts under its resource: a pods/binding as pods CREATE, a pods/status as pods "
+                "UPDATE (both on /validate/pod-allocations); other: a resource its path does not decide.",
                 ["webhook", "resource", "operation", "allowed", "dry_run"],
                 registry=registry,
             ),

@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import pod
 from tests.webhook.conftest import admission_review
@@ -121,3 +122,23 @@ async def test_the_container_cap_does_not_apply_to_annotation_checks(
         http, webhook, with_subresource(admission_review(big, old=big, operation="UPDATE"), "status")
     )
     assert answer["allowed"] is True
+
+
+async def test_subresource_writes_count_under_pods_as_the_metric_help_says(
+    webhook: RunningWebhook, http: aiohttp.ClientSession
+) -> None:
+    old, new = pod(name="web"), pod(name="web", annotations={PHASE: "success"})
+    await post(http, webhook, with_subresource(admission_review(new, old=old, operation="UPDATE"), "status"))
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": "default"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}  # fmt: skip
+    await post(http, webhook, with_subresource(admission_review(binding, kind="Binding"), "binding"))
+    async with http.get(f"http://127.0.0.1:{webhook.ops_port}/metrics") as response:
+        text = await response.text()
+    counted = {
+        (s.labels["resource"], s.labels["operation"])
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "vgpu_guard_admission_requests_total"
+        and s.labels["webhook"] == "/validate/pod-allocations"
+    }
+    assert counted == {("pods", "UPDATE"), ("pods", "CREATE")}
