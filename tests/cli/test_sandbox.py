@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -154,6 +155,21 @@ def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_p
     assert code == 0, out
     assert out.rstrip().endswith("stopped"), out
     assert _refuses(webhook), "the webhook child outlived the sandbox"
+    _assert_logs_kept(banner, out)
+
+
+def _assert_logs_kept(banner: str, out: str) -> None:
+    """The children's logs outlive the sandbox, in the directory it names at start and at exit."""
+    started = re.search(r"^logs: +(\S+) \(kept when the sandbox stops\)$", banner, flags=re.MULTILINE)
+    assert started, banner
+    logs = Path(started.group(1))
+    try:
+        kept = rf"^logs kept: +{re.escape(str(logs))}: controller.log, webhook.log$"
+        assert re.search(kept, out, flags=re.MULTILINE), out
+        assert '"msg": "serving"' in (logs / "webhook.log").read_text()
+        assert "leading: holds Lease" in (logs / "controller.log").read_text()
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def test_sandbox_says_in_its_first_line_that_it_fell_back_to_the_double(

@@ -83,11 +83,12 @@ def _until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
 
 @contextmanager
 def _sandbox(tmp_path: Path, *flags: str, config_text: str) -> Iterator[tuple[str, Path, client.ApiClient]]:
-    """A running sandbox (its output so far, its log, an API client), stopped with Ctrl-C after."""
+    """A running sandbox (its output so far, its log, an API client), stopped with Ctrl-C after; the
+    processes' logs in tmp_path/logs."""
     (tmp_path / "config.yaml").write_text(config_text)
     kubeconfig, log = tmp_path / "kubeconfig", tmp_path / "sandbox.log"
     argv = [str(BIN), "sandbox", "--kubeconfig", str(kubeconfig), "--with-guard", "--volcano-model"]
-    argv += ["--config", str(tmp_path / "config.yaml"), *flags]
+    argv += ["--config", str(tmp_path / "config.yaml"), "--logs", str(tmp_path / "logs"), *flags]
     with log.open("wb") as sink:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
     try:
@@ -186,6 +187,14 @@ def test_the_real_control_plane_with_config_and_volcano_model(tmp_path: Path) ->
         name = pods[0]["metadata"]["name"]
         assert pods[0]["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == group
         assert _until("the Job's pod bound", lambda: _node_of(api, name) == "sbx-1")
+    # The processes' logs outlive the sandbox (the control plane's directory does not).
+    logs = tmp_path / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == ["control-plane", "controller.log", "webhook.log"]
+    assert (logs / "control-plane" / "kube-apiserver.log").stat().st_size > 0
+    assert (
+        f"logs kept:  {logs}: control-plane/, controller.log, webhook.log"
+        in (tmp_path / "sandbox.log").read_text()
+    )
 
 
 def test_the_double_with_a_config_that_routes(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ would send every pod to us), so the sandbox reads the server's ``/version`` and,
 scope, labels the namespace the README's commands use (``default``) and says so. A stand-in for the
 device plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops
 the children and the server, and the state is gone (the real backend's etcd lives in a temporary
-directory). There are no nodes until you create them (e.g. from ``examples/simulate/``).
+directory); the processes' logs are kept (``--logs DIR``, else a new directory in the system's
+temporary directory), and the sandbox names that directory when it starts and when it stops.
+There are no nodes until you create them (e.g. from ``examples/simulate/``).
 ``--volcano-model`` runs Volcano's model (vgpu_guard/volcano/) as a task against the API server,
 once the webhook is registered: Volcano Jobs get their PodGroup and pods, vGPU pods with
 ``schedulerName: volcano`` get Volcano's binds, which the arbiter reserves or refuses.
@@ -58,7 +60,7 @@ from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_
 from vgpu_guard.volcano.binder import DEFAULT_VERSION
 
 if TYPE_CHECKING:
-    from vgpu_guard.controlplane import Binaries
+    from vgpu_guard.controlplane import Binaries, ControlPlane
 
 __all__ = ["add_parser", "run"]
 
@@ -142,6 +144,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--volcano-stale-cache",
         action="store_true",
         help="the model's sessions ignore their own placements (Volcano #3616)",
+    )
+    parser.add_argument(
+        "--logs",
+        metavar="DIR",
+        help="where the webhook's, the controller's and the real control plane's logs go, kept when "
+        "the sandbox stops (default: a new vgpu-guard-sandbox-logs-* directory in the temporary directory)",
     )
     parser.set_defaults(func=run)
 
@@ -266,7 +274,9 @@ def _serving_files(workdir: Path) -> bytes:
     return ca.cert_pem
 
 
-async def _start_guard(kubeconfig: Path, workdir: Path, settings: SandboxSettings) -> list[_Child]:
+async def _start_guard(
+    kubeconfig: Path, workdir: Path, logs: Path, settings: SandboxSettings
+) -> list[_Child]:
     """Run ``serve webhook`` and ``serve controller`` on ``kubeconfig``; register the webhook."""
     ca_pem = _serving_files(workdir)
     port = free_port()
@@ -276,7 +286,7 @@ async def _start_guard(kubeconfig: Path, workdir: Path, settings: SandboxSetting
     }
     children = []
     for component in ("webhook", "controller"):
-        child = _Child(component, workdir / f"{component}.log", free_port())
+        child = _Child(component, logs / f"{component}.log", free_port())
         argv = [sys.executable, "-m", "vgpu_guard.cli.main", "serve", component]
         if settings.config_file is not None:
             argv += ["--config", str(settings.config_file)]
@@ -361,12 +371,24 @@ async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str
 
 # -- the real control plane -----------------------------------------------------------------------
 @contextlib.asynccontextmanager
-async def _real(workdir: Path, binaries: Binaries) -> AsyncIterator[tuple[_Cluster, str]]:
-    from vgpu_guard.cli.sandbox_cluster import confirm_bindings, install, keep_nodes_ready
-    from vgpu_guard.controlplane import ControlPlane, StartError
-    from vgpu_guard.kube.aio import AioClusterClient
+async def _real(workdir: Path, binaries: Binaries, logs: Path) -> AsyncIterator[tuple[_Cluster, str]]:
+    from vgpu_guard.controlplane import ControlPlane
 
     plane = ControlPlane(binaries, workdir / "control-plane")
+    try:
+        async with _running(plane) as running:
+            yield running
+    finally:  # the plane's directory (credentials, state) goes with workdir; its logs are kept
+        if plane.logs.is_dir():
+            shutil.copytree(plane.logs, logs / "control-plane", dirs_exist_ok=True)
+
+
+@contextlib.asynccontextmanager
+async def _running(plane: ControlPlane) -> AsyncIterator[tuple[_Cluster, str]]:
+    from vgpu_guard.cli.sandbox_cluster import confirm_bindings, install, keep_nodes_ready
+    from vgpu_guard.controlplane import StartError
+    from vgpu_guard.kube.aio import AioClusterClient
+
     try:
         await asyncio.to_thread(plane.start)
     except StartError as e:
@@ -442,17 +464,40 @@ async def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    with tempfile.TemporaryDirectory(prefix="vgpu-guard-sandbox-") as tmp:
-        workdir = Path(tmp)
-        backend = _double(workdir, args.port) if binaries is None else _real(workdir, binaries)
-        async with backend as (cluster, url):
-            _publish(cluster.kubeconfig, target)
-            where = "in memory" if binaries is None else "etcd in a temporary directory"
-            print(f"API server: {url} ({where}: everything is lost when it stops)")
-            print(f"kubeconfig: {target}")
-            code = await _run_cluster(args, settings, cluster, workdir, stop)
+    logs = _logs_directory(args.logs)
+    print(f"logs:       {logs} (kept when the sandbox stops)", flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="vgpu-guard-sandbox-") as tmp:
+            workdir = Path(tmp)
+            backend = _double(workdir, args.port) if binaries is None else _real(workdir, binaries, logs)
+            async with backend as (cluster, url):
+                _publish(cluster.kubeconfig, target)
+                where = "in memory" if binaries is None else "etcd in a temporary directory"
+                print(f"API server: {url} ({where}: everything is lost when it stops)")
+                print(f"kubeconfig: {target}")
+                code = await _run_cluster(args, settings, cluster, workdir, stop, logs=logs)
+    finally:
+        print(_kept(logs), flush=True)
     print("stopped", flush=True)
     return code
+
+
+def _logs_directory(given: str | None) -> Path:
+    """``--logs`` (made when missing), else a new directory in the system's temporary directory."""
+    if given is None:
+        return Path(tempfile.mkdtemp(prefix="vgpu-guard-sandbox-logs-"))
+    path = Path(given).absolute()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RuntimeError(f"--logs {given}: {e.strerror or e}") from None
+    return path
+
+
+def _kept(logs: Path) -> str:
+    """The exit line: where the logs are, and which there are."""
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in logs.iterdir()) if logs.is_dir() else []
+    return f"logs kept:  {logs}: {', '.join(names) or 'none written'}"
 
 
 def _publish(kubeconfig: Path, target: Path) -> None:
@@ -463,14 +508,20 @@ def _publish(kubeconfig: Path, target: Path) -> None:
 
 
 async def _run_cluster(
-    args: argparse.Namespace, settings: SandboxSettings, cluster: _Cluster, workdir: Path, stop: asyncio.Event
+    args: argparse.Namespace,
+    settings: SandboxSettings,
+    cluster: _Cluster,
+    workdir: Path,
+    stop: asyncio.Event,
+    *,
+    logs: Path,
 ) -> int:
     children: list[_Child] = []
     helpers = cluster.background + (cluster.with_guard if args.with_guard else [])
     tasks = [asyncio.create_task(helper()) for helper in helpers]
     try:
         if args.with_guard:
-            children = await _start_guard(cluster.kubeconfig, workdir, settings)
+            children = await _start_guard(cluster.kubeconfig, workdir, logs, settings)
         if settings.volcano is not None:  # after the webhook is registered: no assignment unarbitrated
             tasks.append(asyncio.create_task(_volcano(cluster.kubeconfig, settings)))
         print("ready; Ctrl-C stops everything", flush=True)
