@@ -19,6 +19,7 @@ import asyncio
 import base64
 import itertools
 import json
+import os
 import re
 import shlex
 import signal
@@ -573,9 +574,11 @@ async def test_readme_sandbox_commands(
     argv = shlex.split(sandbox.replace(README_KUBECONFIG, kubeconfig), comments=True)
     assert argv[0] == "vgpu-guard" and argv[-1] == "&", sandbox
     backend = {"cluster": "real", "double": "double"}[backend_name]
+    # The sandbox keeps its processes' logs in a new directory under TMPDIR: the test's, not /tmp.
     process = await asyncio.create_subprocess_exec(
         str(SANDBOX_BIN), *argv[1:-1], "--backend", backend,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     try:
         banner = await _sandbox_ready(process)
