@@ -92,18 +92,24 @@ async def test_allocating_timeout_releases_the_node_and_says_so() -> None:
     assert "has not confirmed the GPU assignment within 120s" in event["message"]
 
 
-@pytest.mark.parametrize("bind_time", ["\u00b2", "9" * 5000, "soon"])
-async def test_an_unreadable_bind_time_counts_as_timed_out_and_never_stops_a_pass(bind_time: str) -> None:
-    # Anyone who may update the pod can write this annotation; a pass must never raise on it.
+async def _bound_then_bind_time(bind_time: str | None = None) -> tuple[Cluster, AllocationController]:
+    """Two pods for one node: the first bound (its node waits for the plugin), then its bind-time set."""
     cluster = Cluster([gpu_node("a", 2)])
     controller = cluster.replica()
     cluster.create_pod(vgpu_pod("p0", memory=1000))
     cluster.create_pod(vgpu_pod("p1", memory=1000))
     await controller.settle()
     [bound] = cluster.bound()
-    cluster.store.patch(
-        PODS, bound, {"metadata": {"annotations": {"volcano.sh/bind-time": bind_time}}}, namespace="default"
-    )
+    stamp = bind_time if bind_time is not None else str(int(cluster.clock()) + 60)
+    notes = {"metadata": {"annotations": {"volcano.sh/bind-time": stamp}}}
+    cluster.store.patch(PODS, bound, notes, namespace="default")
+    return cluster, controller
+
+
+@pytest.mark.parametrize("bind_time", ["\u00b2", "9" * 5000, "soon"])
+async def test_an_unreadable_bind_time_counts_as_timed_out_and_never_stops_a_pass(bind_time: str) -> None:
+    # Anyone who may update the pod can write this annotation; a pass must never raise on it.
+    cluster, controller = await _bound_then_bind_time(bind_time)
     results = await controller.settle()
     assert not any(r.errors for r in results)
     assert len(cluster.bound()) == 2  # read as time 0: long past the timeout, the node is free again
@@ -111,18 +117,7 @@ async def test_an_unreadable_bind_time_counts_as_timed_out_and_never_stops_a_pas
 
 async def test_a_bind_time_from_the_future_counts_as_timed_out_and_says_why() -> None:
     """Issue 36: bind-time 9999999999 kept its node busy for ever (now - bind_time stayed negative)."""
-    cluster = Cluster([gpu_node("a", 2)])
-    controller = cluster.replica()
-    cluster.create_pod(vgpu_pod("p0", memory=1000))
-    cluster.create_pod(vgpu_pod("p1", memory=1000))
-    await controller.settle()
-    [bound] = cluster.bound()
-    cluster.store.patch(
-        PODS,
-        bound,
-        {"metadata": {"annotations": {"volcano.sh/bind-time": "9999999999"}}},
-        namespace="default",
-    )
+    cluster, controller = await _bound_then_bind_time("9999999999")
     await controller.settle()
     assert len(cluster.bound()) == 2
     [event] = cluster.events("AllocationTimeout")
@@ -134,16 +129,7 @@ async def test_a_bind_time_from_the_future_counts_as_timed_out_and_says_why() ->
 
 
 async def test_a_bind_time_within_the_clock_skew_still_holds_its_node() -> None:
-    cluster = Cluster([gpu_node("a", 2)])
-    controller = cluster.replica()
-    cluster.create_pod(vgpu_pod("p0", memory=1000))
-    cluster.create_pod(vgpu_pod("p1", memory=1000))
-    await controller.settle()
-    [bound] = cluster.bound()
-    soon = str(int(cluster.clock()) + 60)
-    cluster.store.patch(
-        PODS, bound, {"metadata": {"annotations": {"volcano.sh/bind-time": soon}}}, namespace="default"
-    )
+    cluster, controller = await _bound_then_bind_time()  # 60 s ahead: within the skew allowed
     await controller.settle()
     assert len(cluster.bound()) == 1
 
