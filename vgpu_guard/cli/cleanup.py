@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import sys
 
-from vgpu_guard.kube.aio import AioClusterClient
+from vgpu_guard.cli.serve import cluster_client
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 
@@ -72,17 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(func=run)
 
 
-async def _client(kubeconfig: str | None) -> AioClusterClient:
-    if kubeconfig:
-        return await AioClusterClient.from_kubeconfig(kubeconfig)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return AioClusterClient.in_cluster()
-    return await AioClusterClient.from_kubeconfig(None)
-
-
 async def _cleanup(name: str, kubeconfig: str | None) -> int:
     try:
-        client = await _client(kubeconfig)
+        client = await cluster_client(kubeconfig)
     except KubeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -150,7 +150,8 @@ def kubeconfig_problem(kubeconfig: str | None, environ: Mapping[str, str]) -> st
     return None
 
 
-async def _client(kubeconfig: str | None) -> AioClusterClient:
+async def cluster_client(kubeconfig: str | None) -> AioClusterClient:
+    """The API client of a process: the kubeconfig given, else in-cluster, else ~/.kube/config."""
     if kubeconfig:
         return await AioClusterClient.from_kubeconfig(kubeconfig)
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -307,7 +308,7 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
 
 async def _main(args: argparse.Namespace, config: GuardConfig, settings: ProcessSettings) -> int:
     try:
-        client = await _client(args.kubeconfig)
+        client = await cluster_client(args.kubeconfig)
     except KubeError as e:
         print(f"error: {e}; pass --kubeconfig FILE or set KUBECONFIG", file=sys.stderr)
         return 2
