@@ -41,6 +41,7 @@ __all__ = [
     "DecodedDevice",
     "adopted_allocation",
     "allocation_annotations",
+    "assignment_annotations",
     "decode_assignment",
     "decode_assignment_entries",
     "encode_assignment",
@@ -156,6 +157,19 @@ def decode_assignment(raw: str) -> list[list[DecodedDevice]]:
     return decoded.containers
 
 
+def assignment_annotations(node: str, ids: str, now: int) -> dict[str, str]:
+    """The annotations an allocator writes with an assignment ``ids`` (``vgpu-ids-new``'s value):
+    Volcano's AllocateFunc (pkg/scheduler/api/devices/nvidia/vgpu/device_info.go) and ours alike."""
+    return {
+        VGPU_NODE: node,
+        VGPU_TIME: str(now),
+        VGPU_IDS: ids,
+        DEVICES_TO_ALLOCATE: ids,
+        BIND_PHASE: "allocating",
+        BIND_TIME: str(now),
+    }
+
+
 def allocation_annotations(
     allocation: Allocation, *, node: str, now: int, memory_factor: int = 1
 ) -> dict[str, str]:
@@ -165,15 +179,7 @@ def allocation_annotations(
     and the controller keeps at most one pod per node in that phase.
     """
     value = encode_assignment(allocation.containers, memory_factor=memory_factor)
-    return {
-        VGPU_NODE: node,
-        VGPU_TIME: str(now),
-        VGPU_IDS: value,
-        DEVICES_TO_ALLOCATE: value,
-        BIND_PHASE: "allocating",
-        BIND_TIME: str(now),
-        ALLOCATION: f"{node}/{allocation.pod_uid}",
-    }
+    return {**assignment_annotations(node, value, now), ALLOCATION: f"{node}/{allocation.pod_uid}"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from vgpu_guard.engine.annotations import (
     VGPU_NODE,
     VGPU_TIME,
 )
+from vgpu_guard.engine.assignment import assignment_annotations
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.resources import PODS
 
@@ -52,7 +53,6 @@ __all__ = [
     "allocate",
     "bind",
     "deallocate",
-    "device_annotations",
     "parse_version",
     "write_assignment",
 ]
@@ -101,18 +101,6 @@ def parse_version(text: str) -> VolcanoVersion:
     return VolcanoVersion(name=f"1.{minor}", sequence=sequence)
 
 
-def device_annotations(node: str, ids: str, now: int) -> dict[str, str]:
-    """The annotations AllocateFunc writes for an assignment ``ids`` (``vgpu-ids-new``'s value)."""
-    return {
-        VGPU_NODE: node,
-        VGPU_TIME: str(now),
-        VGPU_IDS: ids,
-        DEVICES_TO_ALLOCATE: ids,
-        BIND_PHASE: "allocating",
-        BIND_TIME: str(now),
-    }
-
-
 def _annotations(pod: Mapping[str, Any]) -> dict[str, str]:
     meta = pod.get("metadata")
     notes = meta.get("annotations") if isinstance(meta, Mapping) else None
@@ -134,10 +122,10 @@ async def allocate(
     it, so the Binding that follows carries no assignment (the gap #5532 reported)."""
     if version.sequence == "patch-then-bind":
         meta = pod["metadata"]
-        patch = {"metadata": {"annotations": device_annotations(node, ids, now)}}
+        patch = {"metadata": {"annotations": assignment_annotations(node, ids, now)}}
         await api.patch(PODS, meta["name"], patch, namespace=meta["namespace"])
         return dict(pod)
-    return _with_annotations(pod, {**_annotations(pod), **device_annotations(node, ids, now)})
+    return _with_annotations(pod, {**_annotations(pod), **assignment_annotations(node, ids, now)})
 
 
 async def deallocate(api: ClusterClient, pod: Mapping[str, Any], version: VolcanoVersion) -> None:
