@@ -39,7 +39,7 @@ def test_a_denied_jobs_pods_row_says_why_before_the_warnings(
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
     (tmp_path / "config.yaml").write_text("admission: {trustedUsers: [kubernetes-admin]}\n")
     out = text(
-        capsys, "simulate", "-f", str(tmp_path / "job.yaml"), "--config", str(tmp_path / "config.yaml")
+        capsys, "simulate", "-f", str(tmp_path / "job.yaml"), "--config", str(tmp_path / "config.yaml"), "-v"
     )
     lines = out.splitlines()
     row = next(i for i, line in enumerate(lines) if "pods of Job default/migrated" in line)
@@ -69,14 +69,18 @@ def test_every_line_of_a_multi_line_denial_is_indented_under_its_row(
         line for line in text(capsys, "review", "-f", str(path)).splitlines() if "[vgpu-cores-range]" in line
     ]
     assert len(review) == 2 and all(line.startswith("    [vgpu-cores-range] ") for line in review)
-    out = text(capsys, "simulate", "-f", str(path))
-    # The ADMISSION row and the Rejected pod's reason in PODS: each line of the denial indented.
-    denial = [line for line in out.splitlines() if "[vgpu-cores-range]" in line]
-    assert len(denial) == 4, out
-    assert all(
-        line.startswith(("        [vgpu-cores-range] ", "      [vgpu-cores-range] ")) for line in denial
-    ), out
-    assert "      denied by admission: [vgpu-multi-container] " in out
+    # -v: under the ADMISSION row and the Rejected pod's row in PODS, each line of the denial indented;
+    # without -v: under the object named in "Why denied" and "Why not bound" (issue 38).
+    for flags, first in (["-v"], "      denied by admission: [vgpu-multi-container] "), ([], None):
+        out = text(capsys, "simulate", "-f", str(path), *flags)
+        denial = [line for line in out.splitlines() if "[vgpu-cores-range]" in line]
+        assert len(denial) == 4, out
+        assert all(
+            line.startswith(("        [vgpu-cores-range] ", "      [vgpu-cores-range] ")) for line in denial
+        ), out
+        assert first is None or first in out
+    assert "    default/two-bad: [vgpu-multi-container] " in out
+    assert "    default/two-bad: denied by admission: [vgpu-multi-container] " in out
 
 
 def test_a_file_of_nodes_is_a_cluster_not_a_list_of_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,7 +102,7 @@ def test_stdin_is_stdin_in_the_text(
 
 def test_review_and_simulate_spell_the_verdict_alike(capsys: pytest.CaptureFixture[str]) -> None:
     out = text(capsys, "review", "-f", str(EXAMPLES / "mig" / "pods.yaml"))
-    assert "ALLOWED" not in out and "allowed Pod default/hami-pod  [" in out
+    assert "ALLOWED" not in out and "allowed Pod default/guide-hami-pod  [" in out
     denied = text(capsys, "review", "-f", str(DENIALS))
     assert "DENIED  Pod default/memory-in-gib  [" in denied
 

@@ -29,16 +29,16 @@ def test_the_guides_pods_are_admitted_with_the_expected_changes(capsys: pytest.C
     )
     by_name = {r["name"]: r for r in out["objects"]}
     assert [(r["kind"], r["name"], r["allowed"]) for r in out["objects"]] == [
-        ("Pod", "hami-pod", True),
-        ("Pod", "mig-pod", True),
-        ("Pod", "gpu-pod", True),
-        ("Job", "priority-high", True),
+        ("Pod", "guide-hami-pod", True),
+        ("Pod", "guide-mig-pod", True),
+        ("Pod", "guide-gpu-pod", True),
+        ("Job", "guide-priority-high", True),
     ]
     # Volcano's guides: explicit hami-core requests are already complete: no change, no warning.
-    assert by_name["hami-pod"]["patch"] == [] and by_name["hami-pod"]["warnings"] == []
-    assert by_name["gpu-pod"]["patch"] == [] and by_name["gpu-pod"]["warnings"] == []
+    assert by_name["guide-hami-pod"]["patch"] == [] and by_name["guide-hami-pod"]["warnings"] == []
+    assert by_name["guide-gpu-pod"]["patch"] == [] and by_name["guide-gpu-pod"]["warnings"] == []
     # The MIG guide: "requesting 3 GB may land on a 5 GB MIG instance": we say so and ask for exactly that.
-    mig = by_name["mig-pod"]
+    mig = by_name["guide-mig-pod"]
     assert sorted(op["path"] for op in mig["patch"]) == [
         "/metadata/annotations/vgpu-guard.io~1mig-profile",
         "/spec/containers/0/resources/limits/volcano.sh~1vgpu-memory",
@@ -67,7 +67,7 @@ def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
         "Reviewed 4 object(s) against built-in example cluster "
         "(the input brings no Nodes; --cluster FILE or --kubeconfig PATH for yours).\n"
     )
-    assert "allowed Pod default/mig-pod  [" in text
+    assert "allowed Pod default/guide-mig-pod  [" in text
     assert "    warning: vgpu-guard: set annotation vgpu-guard.io/mig-profile=1g.5gb\n" in text
     assert text.endswith("4 allowed, 0 denied.\n")
 
@@ -103,7 +103,7 @@ def test_cluster_file_is_used(capsys: pytest.CaptureFixture[str], tmp_path: Path
     )
     code, out = review_json(capsys, "-f", str(GUIDE_PODS), "--cluster", str(cluster))
     assert code == 1 and out["cluster"] == f"cluster file {cluster}"
-    mig = next(r for r in out["objects"] if r["name"] == "mig-pod")
+    mig = next(r for r in out["objects"] if r["name"] == "guide-mig-pod")
     assert mig["message"].startswith(
         "[vgpu-mode-unavailable] metadata.annotations[volcano.sh/vgpu-mode]: mig is offered by no node"
     )
