@@ -62,7 +62,7 @@ usage: vgpu-guard simulate [-h] [-f SCENARIO] [-R] [--max-bytes N] [--max-docume
                            [--cluster FILE | --kubeconfig PATH] [--context NAME] [--routing]
                            [--volcano-version X.Y]
                            [--volcano-stale-cache | --no-volcano-stale-cache]
-                           [-o {text,json,yaml,policyreport}]
+                           [-o {text,json,yaml,policyreport}] [-v]
 
 Send every object of the scenario through the webhook's decision code, run a model of
 Volcano (job controller and scheduler sessions, its writes arbitrated by the webhook's ledger
@@ -100,6 +100,9 @@ options:
   -o {text,json,yaml,policyreport}, --output {text,json,yaml,policyreport}
                         output format (default: text); each is described under 'output formats'
                         below
+  -v, --verbose         text output: every admission's warnings, notes and created pods under its
+                        row, every pod's reason under it (default: one line per object, warnings
+                        and reasons grouped)
 
 output formats (-o):
   text          a readable summary (the default)

@@ -18,7 +18,7 @@ from tests.builders import pod as gpu_pod
 from vgpu_guard.cli.app import run
 from vgpu_guard.cli.documents import read_documents
 from vgpu_guard.cli.scenario import default_scenario, load_scenario
-from vgpu_guard.cli.simulate_report import to_json, to_text
+from vgpu_guard.cli.simulate_report import as_is, to_json, to_text
 from vgpu_guard.cli.simulation import Mode, SimulationResult, simulate
 from vgpu_guard.configfile import load_config
 
@@ -327,12 +327,12 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     )
     assert lines[refused + 3] == f"        {SEED_000_DENIED}"
     assert "PODS (28: 21 Bound, 7 Pending, 0 Rejected)" in lines
-    assert f"      {OVERCOMMIT_IN_DEFAULT}{AFTER_SESSION_1}" in lines
+    assert f"    default/web-b2nkn9lffm-7lj4v: {OVERCOMMIT_IN_DEFAULT}{AFTER_SESSION_1}" in lines
     assert (
         "  DENIED     Queue       batch                                examples/simulate/queue-guarantees.yaml#8"
         in lines
     )
-    assert f"        {BATCH_DENIED}" in lines
+    assert f"    Queue batch: {BATCH_DENIED}" in lines
     assert "    allowed  Pod         3 pods of Deployment default/web     by replicaset-controller" in lines
     assert (
         "  default/mig-pod                   Bound    0     volcano    mig-0   GPU-mig-0-0 MIG 1g.5gb (5120 MiB)"
@@ -353,6 +353,104 @@ def test_text_report_key_lines(default_result: SimulationResult) -> None:
     assert len(rows) == 28
     phase = re.compile(r" (Bound|Pending|Rejected) ")
     assert {phase.search(row).start() for row in rows} == {header.index(" PHASE")}  # type: ignore[union-attr]
+
+
+def test_default_text_is_one_line_per_object_and_v_gives_the_details(
+    default_result: SimulationResult,
+) -> None:
+    """Without -v no detail line sits under an admission row or a pod (issue 38 item 8); -v puts
+    every warning, note and reason back under its own object, and has no grouped lists."""
+    short, verbose = to_text(default_result).splitlines(), to_text(default_result, verbose=True).splitlines()
+    admission_and_pods = short[
+        : short.index("VOLCANO (3 sessions: 15 assignments written, 14 bound, 1 refused)")
+    ]
+    admission_and_pods += short[short.index("PODS (28: 21 Bound, 7 Pending, 0 Rejected)") :]
+    assert not [line for line in admission_and_pods if line.startswith("      ")]
+    assert "    allowed  Pod         2 pods of Job default/finetune       by volcano-controllers" in short
+    assert len(short) < len(verbose) - 25
+    hami = "warning: vgpu-guard: set annotation volcano.sh/vgpu-mode=hami-core (defaultMode auto, both modes offered)"
+    assert verbose.count(f"        {hami}") == 10  # under each row: 4 groups of alike pods, 6 single pods
+    assert "        creates 3 pods" in verbose
+    assert "      (same reason as above)" in verbose
+    assert f"        {BATCH_DENIED}" in verbose
+    assert not any(line.startswith(("  Warnings (", "  Why denied:", "  Why not bound:")) for line in verbose)
+
+
+def test_warnings_and_reasons_are_grouped_once_with_what_they_apply_to(
+    default_result: SimulationResult,
+) -> None:
+    lines = to_text(default_result).splitlines()
+    assert [line for line in lines if "vgpu-mode=hami-core" in line] == [
+        "    set annotation volcano.sh/vgpu-mode=hami-core (defaultMode auto, both modes offered): 18 pods: "
+        "3 pods of Deployment default/web, 3 pods of Job default/priority-low and 4 more"
+    ]
+    warnings = lines.index("  Warnings (8 distinct warnings; -v shows each under its object):")
+    assert lines[warnings + 2] == (
+        '    container "cuda-container": rounded volcano.sh/vgpu-memory 3000 -> 5120 (MIG 1g.5gb): default/mig-pod'
+    )
+    assert lines[warnings + 8].endswith(
+        "runs in IB cluster ib-a; node affinity added: 3 pods of Job default/allreduce"
+    )
+    # One line per denied object, in admission order, with the webhook's whole message.
+    denied = {
+        a.result.object["metadata"]["name"]: a.result.decision.message for a in default_result.admission
+    }
+    assert lines[lines.index("  Why denied:") + 1 : warnings] == [
+        f"    Deployment default/web-typo: {denied['web-typo']}",
+        f"    Queue batch: {BATCH_DENIED}",
+        f"    Job default/pretrain: {denied['pretrain']}",
+    ]
+    why = lines[lines.index("  Why not bound:") + 1 :][:3]
+    assert [line.split(": ", 1)[0] for line in why] == [
+        "    default/web-b2nkn9lffm-7lj4v",
+        "    3 pods of Job default/priority-low",
+        "    3 pods of Job default/priority-med",
+    ]
+
+
+def test_a_gang_reason_says_its_numbers_are_after_the_gangs_other_members(
+    default_result: SimulationResult, default_json: dict[str, Any]
+) -> None:
+    """priority-low's blocker is judged with test-0 placed tentatively on the card the ledger shows
+    empty (issue 38 item 8): the text says so; the JSON keeps the scheduler's own message."""
+    empty = next(g for g in default_json["gpus"] if g["uuid"] == "GPU-prio-0-3")
+    assert (empty["memory_used"], empty["pods"]) == (0, [])
+    reason = pods_by_name(default_json)["priority-low-test-0"]["reason"]
+    assert "; priority-low-test-1: 0/14 nodes are available: " in reason
+    assert reason.endswith("1 GPU has 8192 MiB free < 16384 MiB requested")
+    shown = reason.replace(
+        "; priority-low-test-1: ",
+        "; priority-low-test-1 (tried after 1 of the gang's other members was placed): ",
+    )
+    assert as_is(reason) == shown
+    assert f"    3 pods of Job default/priority-low: {shown}" in to_text(default_result).splitlines()
+    # The controller's wording (routing mode) alike; nothing placed, or no gang: left as it is.
+    routing = "gang default/g: only 2 of 3 members can run (minMember 3); g-2: 0/1 nodes are available: x"
+    assert as_is(routing) == (
+        "gang default/g: only 2 of 3 members can run (minMember 3); g-2 (tried after 2 of the gang's other "
+        "members were placed): 0/1 nodes are available: x"
+    )
+    for unchanged in ("gang default/g: only 0 of 3 members can run (minMember 3); g-0: x", OVERCOMMIT_ALONE):
+        assert as_is(unchanged) == unchanged
+
+
+def test_v_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "-f", str(EXAMPLES / "mig.yaml")]
+    assert run(argv) == 0
+    short = capsys.readouterr().out
+    assert run([*argv, "--verbose"]) == 0 and run([*argv, "-v"]) == 0
+    verbose, again = capsys.readouterr().out.split("vgpu-guard simulate: ")[1:]
+    assert verbose == again
+    rounded = (
+        'vgpu-guard: container "cuda-container": rounded volcano.sh/vgpu-memory 3000 -> 5120 (MIG 1g.5gb)'
+    )
+    assert f"\n        warning: {rounded}\n" in verbose and rounded not in short
+    assert f"\n    {rounded.removeprefix('vgpu-guard: ')}: default/mig-pod\n" in short
+    # -v changes the text only.
+    assert run([*argv, "-v", "-o", "json"]) == 0
+    with_v = capsys.readouterr().out
+    assert run([*argv, "-o", "json"]) == 0
+    assert capsys.readouterr().out == with_v
 
 
 # --- the examples --------------------------------------------------------------------------------------

@@ -67,6 +67,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_cluster_arguments(parser, what="the scenario")
     add_mode_arguments(parser)
     add_output_argument(parser)
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="text output: every admission's warnings, notes and created pods under its row, every "
+        "pod's reason under it (default: one line per object, warnings and reasons grouped)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -167,5 +174,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(dump_yaml(report))
     else:
-        sys.stdout.write(to_text(result))
+        sys.stdout.write(to_text(result, verbose=args.verbose))
     return EXIT_OK

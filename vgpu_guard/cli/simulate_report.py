@@ -3,11 +3,14 @@
 Kept apart from the simulation so the core never prints and both renderings read one result. The
 JSON shape is pinned by docs/simulate.schema.json; its ``admission`` entries are ``review``'s
 (``admission_entry``) plus who sent the request and what came of it. The text report is for
-people: a few aligned tables, the long reasons on their own indented lines.
+people: a few aligned tables of one line per object, then each denial, each distinct warning and
+each distinct reason a pod is not bound once, with what it applies to; ``verbose`` (``-v``) puts
+every object's details on indented lines under its row instead.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from itertools import groupby
@@ -18,7 +21,7 @@ from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, Simul
 from vgpu_guard.cli.wording import plural
 from vgpu_guard.engine.rules.queues_validate import QueueTree, format_amount
 
-__all__ = ["to_json", "to_text"]
+__all__ = ["as_is", "to_json", "to_text"]
 
 
 def _percent(part: Fraction | int, whole: Fraction | int) -> int | None:
@@ -174,52 +177,119 @@ def _who(username: str) -> str:
     return username.rsplit(":", 1)[-1]
 
 
-def _admission_text(result: SimulationResult) -> list[str]:
+def _verdict(entry: dict[str, Any]) -> str:
+    return "allowed" if entry["allowed"] else "DENIED"
+
+
+def _entry_details(admitted: Admitted, entry: dict[str, Any]) -> list[str]:
+    """-v's lines under a row: why it was denied first, then warnings, API error, pods, note."""
+    details = [*entry["message"].splitlines(), *(f"warning: {w}" for w in entry["warnings"])]
+    if admitted.api_error:
+        details.append(f"API server: {admitted.api_error}")
+    if admitted.pods:
+        details.append(f"creates {plural(len(admitted.pods), 'pod')}")
+    if admitted.note:
+        details.append(admitted.note)
+    return details
+
+
+def _group_row(members: list[tuple[Admitted, dict[str, Any]]], workload: str) -> tuple[list[str], list[str]]:
+    first, entry = members[0]
+    cells = [
+        f"  {_verdict(entry)}",
+        "Pod",
+        f"{plural(len(members), 'pod')} of {workload}",
+        f"by {_who(first.username)}",
+    ]
+    return cells, _entry_details(first, entry)
+
+
+def _object_row(admitted: Admitted, entry: dict[str, Any]) -> tuple[list[str], list[str]]:
+    where = f"by {_who(admitted.username)}" if admitted.workload else entry["source"]
+    cells = [("  " if admitted.workload else "") + _verdict(entry), str(entry["kind"]), _ref(entry), where]
+    return cells, _entry_details(admitted, entry)
+
+
+def _admission_rows(result: SimulationResult, *, verbose: bool) -> list[tuple[list[str], list[str]]]:
+    """(cells, -v's detail lines) per row; a workload's pods that fared alike share one row (without
+    -v their warnings may differ: they are grouped after the table)."""
     entries = [(a, _admission(a)) for a in result.admission]
-    denied = sum(1 for _, e in entries if not e["allowed"])
-    lines = [f"ADMISSION ({plural(len(entries), 'request')}, {denied} denied)"]
-    rows: list[tuple[list[str], list[str]]] = []  # (cells, detail lines under the row)
+    rows: list[tuple[list[str], list[str]]] = []
     for workload, group in groupby(entries, key=lambda pair: pair[0].workload):  # a Job's pods follow it
         members = list(group)
-        if (
-            workload
-            and len({(e["allowed"], e["message"], tuple(e["warnings"]), a.api_error) for a, e in members})
-            == 1
-        ):
-            first, entry = members[0]
-            verdict = "allowed" if entry["allowed"] else "DENIED"
-            cells = [
-                f"  {verdict}",
-                "Pod",
-                f"{plural(len(members), 'pod')} of {workload}",
-                f"by {_who(first.username)}",
-            ]
-            # Why they were denied first, as for any other row, then the mutation's warnings.
-            details = [*entry["message"].splitlines(), *(f"warning: {w}" for w in entry["warnings"])]
-            if first.api_error:
-                details.append(f"API server: {first.api_error}")
-            rows.append((cells, details))
-            continue
-        for admitted, entry in members:
-            verdict = "allowed" if entry["allowed"] else "DENIED"
-            where = f"by {_who(admitted.username)}" if admitted.workload else entry["source"]
-            cells = [("  " if admitted.workload else "") + verdict, str(entry["kind"]), _ref(entry), where]
-            details = list(entry["message"].splitlines())
-            details += [f"warning: {w}" for w in entry["warnings"]]
-            if admitted.api_error:
-                details.append(f"API server: {admitted.api_error}")
-            if admitted.pods:
-                details.append(f"creates {plural(len(admitted.pods), 'pod')}")
-            if admitted.note:
-                details.append(admitted.note)
-            rows.append((cells, details))
+        alike = {
+            (e["allowed"], e["message"], a.api_error, *((tuple(e["warnings"]),) if verbose else ()))
+            for a, e in members
+        }
+        if workload and len(alike) == 1:
+            rows.append(_group_row(members, workload))
+        else:
+            rows.extend(_object_row(a, e) for a, e in members)
+    return rows
+
+
+def _admission_text(result: SimulationResult, *, verbose: bool) -> list[str]:
+    denied = sum(1 for a in result.admission if not a.result.decision.allowed)
+    lines = [f"ADMISSION ({plural(len(result.admission), 'request')}, {denied} denied)"]
+    rows = _admission_rows(result, verbose=verbose)
     table = _table(["RESULT", "KIND", "OBJECT", "FROM"], [cells for cells, _ in rows])
     lines.append(table[0])
     for row_line, (_, details) in zip(table[1:], rows, strict=True):
         lines.append(row_line)
-        # Every line of a detail under the row, however many lines a message has.
-        lines.extend(f"        {line}" for d in details for line in str(d).splitlines())
-    return lines
+        if verbose:  # every line of a detail under the row, however many lines a message has
+            lines.extend(f"        {line}" for d in details for line in str(d).splitlines())
+    return lines if verbose else [*lines, *_refusals_text(result), *_warnings_text(result)]
+
+
+def _refusals_text(result: SimulationResult) -> list[str]:
+    """Each distinct denial (or API server refusal) once, with the objects it refused."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for admitted in result.admission:
+        decision = admitted.result.decision
+        if not decision.allowed or admitted.api_error:
+            why = decision.message if not decision.allowed else f"API server: {admitted.api_error}"
+            seen.setdefault(why, []).append(_admitted_ref(admitted))
+    lines = [line for why, refs in seen.items() for line in _listed(_objects(refs), why)]
+    return ["  Why denied:", *lines] if lines else []
+
+
+def _listed(what: str, text: str) -> list[str]:
+    """``what: text`` on one line, a multi-line text's other lines indented under it."""
+    first, *more = text.splitlines() or [""]
+    return [f"    {what}: {first}", *(f"      {line}" for line in more)]
+
+
+def _objects(refs: Sequence[tuple[str, str]]) -> str:
+    """``(object, workload)`` pairs in words: a workload's pods counted, others named."""
+    parts = []
+    for workload, group in groupby(refs, key=lambda ref: ref[1]):
+        names = [name for name, _ in group]
+        parts.append(
+            f"{plural(len(names), 'pod')} of {workload}" if workload and len(names) > 1 else names[0]
+        )
+    if len(parts) <= 3:
+        return ", ".join(parts)
+    noun = "pod" if all(" " not in name for name, _ in refs) else "object"  # Pods are named bare
+    return f"{plural(len(refs), noun)}: {', '.join(parts[:2])} and {len(parts) - 2} more"
+
+
+def _admitted_ref(admitted: Admitted) -> tuple[str, str]:
+    entry = _admission(admitted)
+    name = _ref(entry) if entry["kind"] == "Pod" else f"{entry['kind']} {_ref(entry)}"
+    return name, admitted.workload
+
+
+def _warnings_text(result: SimulationResult) -> list[str]:
+    """Each distinct warning of the mutation once, with the objects it was given for."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for admitted in result.admission:
+        if admitted.result.decision.allowed:  # a denied object's warnings come with its denial
+            for warning in dict.fromkeys(admitted.result.warnings):
+                seen.setdefault(warning.removeprefix("vgpu-guard: "), []).append(_admitted_ref(admitted))
+    if not seen:
+        return []
+    head = f"  Warnings ({plural(len(seen), 'distinct warning')}; -v shows each under its object):"
+    return [head, *(f"    {warning}: {_objects(refs)}" for warning, refs in seen.items())]
 
 
 def _devices(pod: PodOutcome) -> str:
@@ -232,14 +302,26 @@ def _devices(pod: PodOutcome) -> str:
     return ", ".join(parts) or "-"
 
 
-def _pods_text(result: SimulationResult) -> list[str]:
-    counts = {
-        phase: sum(1 for p in result.pods if p.phase == phase) for phase in ("Bound", "Pending", "Rejected")
-    }
-    lines = [f"PODS ({len(result.pods)}: " + ", ".join(f"{n} {phase}" for phase, n in counts.items()) + ")"]
-    if not result.pods:
-        return [*lines, "  (no pods)"]
-    rows = [
+# A gang's reason quotes the first member that did not fit, judged with the members before it
+# placed (tentatively: nothing of it is in the ledger); Volcano's gang.go and the controller both.
+_GANG_BLOCKER = re.compile(
+    r"^(?P<head>.*?\b(?P<placed>\d+)(?: of \d+ members)? can run[^;]*); (?P<task>[^\s:;]+): "
+)
+
+
+def as_is(reason: str) -> str:
+    """``reason`` saying so when it describes a gang member tried after its gang-mates were placed:
+    the free memory it quotes is what those placements would have left, not the ledger."""
+    match = _GANG_BLOCKER.match(reason)
+    if not match or match["placed"] == "0":
+        return reason
+    placed = int(match["placed"])
+    after = f"tried after {placed} of the gang's other members {'was' if placed == 1 else 'were'} placed"
+    return f"{match['head']}; {match['task']} ({after}): {reason[match.end() :]}"
+
+
+def _pod_rows(result: SimulationResult) -> list[list[str]]:
+    return [
         [
             p.key + (" (running before)" if p.existing else ""),
             p.phase,
@@ -250,16 +332,42 @@ def _pods_text(result: SimulationResult) -> list[str]:
         ]
         for p in result.pods
     ]
-    table = _table(["POD", "PHASE", "PRIO", "SCHEDULER", "NODE", "DEVICES"], rows)
+
+
+def _pods_text(result: SimulationResult, *, verbose: bool) -> list[str]:
+    counts = {
+        phase: sum(1 for p in result.pods if p.phase == phase) for phase in ("Bound", "Pending", "Rejected")
+    }
+    lines = [f"PODS ({len(result.pods)}: " + ", ".join(f"{n} {phase}" for phase, n in counts.items()) + ")"]
+    if not result.pods:
+        return [*lines, "  (no pods)"]
+    table = _table(["POD", "PHASE", "PRIO", "SCHEDULER", "NODE", "DEVICES"], _pod_rows(result))
+    if not verbose:
+        return [*lines, *table, *_reasons_text(result)]
     lines.append(table[0])
     previous = None
     for row_line, pod in zip(table[1:], result.pods, strict=True):
         lines.append(row_line)
         if pod.reason:
-            reason = pod.reason if pod.reason != previous else "(same reason as above)"
+            reason = as_is(pod.reason) if pod.reason != previous else "(same reason as above)"
             lines.extend(f"      {line}" for line in reason.splitlines())
         previous = pod.reason
     return lines
+
+
+def _reasons_text(result: SimulationResult) -> list[str]:
+    """Each distinct reason a pod is not bound once, with the pods it holds back."""
+    workloads = {_admitted_ref(a)[0]: a.workload for a in result.admission}
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for pod in result.pods:
+        if pod.reason:
+            seen.setdefault(as_is(pod.reason), []).append((pod.key, workloads.get(pod.key, "")))
+    if not seen:
+        return []
+    return [
+        "  Why not bound:",
+        *(line for reason, refs in seen.items() for line in _listed(_objects(refs), reason)),
+    ]
 
 
 def _gpus_text(result: SimulationResult) -> list[str]:
@@ -361,23 +469,27 @@ def _header(result: SimulationResult) -> list[str]:
         f"Volcano: a model of {run.version.describe}; stale cache (#3616) {stale} ({run.stale_cache_from}); "
         f"{plural(len(run.sessions), 'session')}; vgpu-guard's controller settled in "
         f"{result.passes} pass{'' if result.passes == 1 else 'es'}.",
-        "Legend: session = one Volcano scheduling cycle (enqueue, allocate, bind); bound = on a node, its "
-        "GPUs in the ledger; denied = refused by the arbiter before it reached the pod; Pending = waits "
-        "(reason below). Pods of other schedulers are listed, not placed.",
+        "Legend: session = one Volcano scheduling cycle (enqueue, allocate, bind); pass = one round of "
+        "vgpu-guard's controller over every pod; ledger = the GPULedger, vgpu-guard's record of what each "
+        "GPU holds; bound = on a node, its GPUs in the ledger; denied = refused by the arbiter before it "
+        "reached the pod; Pending = waits (reason below); Rejected = never created (admission or the API "
+        "server refused it). Pods of other schedulers are listed, not placed.",
     ]
 
 
-def to_text(result: SimulationResult) -> str:
-    """The human report: header, admission, pods, GPU ledger, queues, one summary line."""
+def to_text(result: SimulationResult, *, verbose: bool = False) -> str:
+    """The human report: header, admission, pods, GPU ledger, queues, one summary line. One line per
+    object; each distinct warning and reason once, with what it applies to (``verbose``: every
+    object's details under its row)."""
     bound = sum(1 for p in result.pods if p.phase == "Bound")
     pending = sum(1 for p in result.pods if p.phase == "Pending")
     rejected = sum(1 for p in result.pods if p.phase == "Rejected")
     denied = sum(1 for a in result.admission if not a.result.decision.allowed)
     sections = [
         _header(result),
-        _admission_text(result),
+        _admission_text(result, verbose=verbose),
         _volcano_text(result),
-        _pods_text(result),
+        _pods_text(result, verbose=verbose),
         _gpus_text(result),
         _queues_text(result),
         [
