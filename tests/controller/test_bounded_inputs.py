@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from tests.controller.allocation_testkit import Cluster, gpu_node, running, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
@@ -69,8 +71,9 @@ async def test_3000_ghost_entries_are_confirmed_gone_in_bulk_not_one_get_each() 
     cluster.create_pod(canary)
     client = _Counting(cluster.store)
     inputs = CachedInputs(client)
+    registry = CollectorRegistry()  # not the process-wide one: other tests build controllers too
     controller = AllocationController(
-        client, cluster.config, identity="r1", clock=cluster.clock, inputs=inputs
+        client, cluster.config, identity="r1", clock=cluster.clock, inputs=inputs, registry=registry
     )
     async with running(inputs):
         await controller.settle()
