@@ -57,6 +57,19 @@ def test_smoke(script: str, expect: str) -> None:
         ),
         # Two controller replicas on one Lease: the table names a leader and a standby.
         ("standby_bench.py", ["| standby |", "| leader (baseline) |"]),
+        # Volcano's annotated Bindings with the arbiter's webhook installed and without it: both
+        # cases measured on both sides, every binding of the arbiter's side held in a ledger.
+        (
+            "arbiter_bench.py",
+            [
+                "| 20 binds/s over 10 nodes (1 x 1 s a side) | without the arbiter (baseline) |",
+                "| 20 binds/s over 10 nodes (1 x 1 s a side) | with the arbiter |",
+                "| 16-pod gang on 2 nodes (1 gang a side) | without the arbiter (baseline) |",
+                "| 16-pod gang on 2 nodes (1 gang a side) | with the arbiter |",
+                "check rate: every binding of the arbiter's side reserved, none of the baseline's: yes",
+                "check gang: every binding of the arbiter's side reserved, none of the baseline's: yes",
+            ],
+        ),
     ],
 )
 def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None:
