@@ -22,6 +22,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("hostile_load_bench.py", "hostile-load normal-review p99"),
         ("controller_scale_bench.py", "restart to first bind"),
         ("controller_scale_bench.py --api-shaped", "pods as kube-apiserver returns them"),
+        ("ghost_entries_bench.py", "| 200 |"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
