@@ -351,22 +351,25 @@ async def test_status_against_the_served_double(
     ]
 
 
+def _unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig with one context, ``x``, whose server nothing listens on."""
+    kubeconfig = tmp_path / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig.write_text(yaml.safe_dump(config))
+    return kubeconfig
+
+
 def test_an_unknown_context_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     assert run_cli(["status", "--kubeconfig", str(kubeconfig), "--context", "prod"]) == 2
     assert capsys.readouterr().err == (
         f"error: kubeconfig {kubeconfig} (--kubeconfig): --context 'prod' names no entry of contexts; "
@@ -377,19 +380,7 @@ def test_an_unknown_context_is_one_line_and_exit_2(
 def test_an_unreachable_cluster_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "x",
-            }
-        )
-    )
+    kubeconfig = _unreachable_kubeconfig(tmp_path)
     assert run_cli(["status", "--kubeconfig", str(kubeconfig), "--timeout", "2"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
