@@ -87,11 +87,17 @@ class Arbiter:
         )
         if written is None:
             return who
-        return await self._arbitrate(request, written, config)
+        return await self._arbitrate(request, written, config, who)
 
     async def _arbitrate(
-        self, request: AdmissionRequest, written: WrittenAssignment, config: GuardConfig
+        self,
+        request: AdmissionRequest,
+        written: WrittenAssignment,
+        config: GuardConfig,
+        who: AdmissionDecision,
     ) -> AdmissionDecision:
+        """``who``: the writer check's answer (allowed, maybe with warnings), given back when the
+        assignment is reserved."""
         view = self.views(config)
         if not view.synced:
             return _unavailable("it has not finished reading nodes and GPU ledgers from the API server")
@@ -99,7 +105,7 @@ class Arbiter:
         if isinstance(pod, AdmissionDecision):
             return pod
         if pod is None:
-            return AdmissionDecision(allowed=True)  # the pod is gone: the write fails on its own
+            return who  # the pod is gone: the write fails on its own
         try:
             wanted = pod_request(pod, config.nvidia)
         except PodRequestError as e:
@@ -112,7 +118,7 @@ class Arbiter:
                 "vGPU; the device plugin would hand out devices no ledger entry holds"
             )
             return _refused(why, config, written)
-        return await self._reserve(request, written, wanted, view, config)
+        return await self._reserve(request, written, wanted, view, config, who=who)
 
     async def _pod(
         self, request: AdmissionRequest, written: WrittenAssignment
@@ -142,7 +148,11 @@ class Arbiter:
         wanted: PodRequest,
         view: ClusterView,
         config: GuardConfig,
+        *,
+        who: AdmissionDecision,
     ) -> AdmissionDecision:
+        if self.writer is None:
+            return _unavailable("the webhook has no API client to write the ledger")
         node = view.nodes.get(written.node)
         queue, _ = pod_queue(wanted, view)
         now = int(self.clock())
@@ -157,10 +167,8 @@ class Arbiter:
             cached = decode_ledger(raw) if raw is not None else NodeLedger(node=written.node)
         except LedgerError as e:
             return _unavailable(f"GPULedger {written.node} does not decode: {e}")
-        if request.dry_run or self.writer is None:
-            if self.writer is None and not request.dry_run:
-                return _unavailable("the webhook has no API client to write the ledger")
-            outcome = decide(cached if self.writer is None else self.writer.newest(cached))
+        if request.dry_run:  # decided on what is stored, never written (sideEffects NoneOnDryRun)
+            outcome = decide(self.writer.newest(cached))
         else:
             try:
                 async with asyncio.timeout(config.arbiter.write_timeout_seconds):
@@ -185,4 +193,4 @@ class Arbiter:
                 via=written.via,
                 user=request.username,
             )
-        return AdmissionDecision(allowed=True)
+        return who

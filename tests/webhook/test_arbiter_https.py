@@ -51,7 +51,9 @@ def stored_pod(store: Store, name: str) -> dict[str, Any]:
     return created
 
 
-def binding_review(pod: dict[str, Any], raw: str, *, dry_run: bool = False) -> dict[str, Any]:
+def binding_review(
+    pod: dict[str, Any], raw: str, *, dry_run: bool = False, username: str = VOLCANO
+) -> dict[str, Any]:
     meta = pod["metadata"]
     binding = {
         "apiVersion": "v1",
@@ -64,7 +66,7 @@ def binding_review(pod: dict[str, Any], raw: str, *, dry_run: bool = False) -> d
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"},
     }
-    review = admission_review(binding, kind="Binding", username=VOLCANO, dry_run=dry_run)
+    review = admission_review(binding, kind="Binding", username=username, dry_run=dry_run)
     review["request"]["subResource"] = "binding"
     return review
 
@@ -128,3 +130,22 @@ async def test_a_ledger_write_slower_than_arbiter_write_timeout_seconds_is_a_ret
         "[vgpu-assignment-capacity] vgpu-guard could not reserve the GPU assignment (GPULedger gpu-0 was not "
         "written within 0.2 s (arbiter.writeTimeoutSeconds)); retry in a few seconds"
     )
+
+
+async def test_a_writer_check_set_to_warn_keeps_its_warning_and_the_assignment_is_still_reserved(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    """admission.rules allocation-annotations: warn lets a tenant's Binding through with a warning;
+    the arbiter still reserves it and the warning reaches kubectl (it was dropped)."""
+    store, client = api()
+    pod = stored_pod(store, "web-0")
+    config = config_with(admission={"rules": {"allocation-annotations": "warn"}})
+    async with webhook(server_ssl, client, config) as running:
+        answer = await post(
+            http, running, binding_review(pod, "GPU-gpu-0-0,NVIDIA,12288,0:;", username="alice")
+        )
+    assert answer["allowed"] is True
+    assert [w.split(":", 1)[0] for w in answer["warnings"]] == [
+        "[allocation-annotations] metadata.annotations[volcano.sh/vgpu-ids-new]"
+    ]
+    assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
