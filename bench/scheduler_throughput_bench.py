@@ -60,12 +60,12 @@ from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane, free_port
 from vgpu_guard.engine.assignment import allocation_annotations
 from vgpu_guard.engine.cluster import NodeInfo, node_info
-from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
-from vgpu_guard.engine.ledger_summary import ledger_summary
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
 from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, NAMESPACES, NODES, PODS, SERVICE_ACCOUNTS
 
@@ -203,11 +203,12 @@ class ProtocolFloor:
         self.nodes = nodes
         self.sent = 0
         # With ``ledgers``: before each Binding, the node's GPULedger gets the pod's entry in one
-        # compare-and-swap write, encoded as our controller encodes it (summary included), one
-        # write at a time per node: the write issue 19 requires before every bind, and nothing else.
+        # compare-and-swap write through the product's ledger writer (summary included), one write
+        # at a time per node: the write issue 19 requires before every bind, and nothing else.
         self.ledgers: dict[str, NodeLedger] | None = {} if ledgers else None
         self._locks: dict[str, asyncio.Lock] = {}
         self._infos = _node_infos(nodes) if ledgers else {}
+        self._writer = LedgerWriter(self.client, memory_factor=1, writer="bench")
 
     async def bind(self, pod: Obj) -> None:
         meta = pod["metadata"]
@@ -225,20 +226,17 @@ class ProtocolFloor:
         client: ClusterClient = self.client
         if self.ledgers is not None:
             held = replace(entry, committed=True, reserved_at=int(time.time()))
-            await self._write_ledger(client, node, held)
+            await self._write_ledger(node, held)
         await client.bind(meta["namespace"], meta["name"], node=node, annotations=notes, uid=meta["uid"])
         await client.create(EVENTS, _scheduled_event(pod, node), namespace=meta["namespace"])
 
-    async def _write_ledger(self, client: ClusterClient, node: str, entry: Allocation) -> None:
+    async def _write_ledger(self, node: str, entry: Allocation) -> None:
         assert self.ledgers is not None
         async with self._locks.setdefault(node, asyncio.Lock()):
             old = self.ledgers.get(node) or NodeLedger(node=node)
             new = old.with_allocation(entry)
-            body = encode_ledger(new, ledger_summary(new, self._infos[node]))
-            if old.resource_version is None:
-                written = await client.create(LEDGERS, body)
-            else:
-                written = await client.replace(LEDGERS, body)
+            written = await self._writer.write(old, new, self._infos[node])
+            assert written is not None  # the ledger holds an entry: the writer always sends it
             self.ledgers[node] = replace(new, resource_version=written["metadata"]["resourceVersion"])
 
 

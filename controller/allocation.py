@@ -48,13 +48,13 @@ from vgpu_guard.engine.assignment import (
     encode_assignment,
     hold_larger,
 )
-from vgpu_guard.engine.cluster import ClusterView, NodeInfo
+from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, PodFacts, Workloads
 from vgpu_guard.kube.bounded import gather_bounded
-from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import (
@@ -258,9 +258,6 @@ class AllocationController:
     def _wrote_ledger(self, obj: Obj) -> None:
         self.inputs.wrote_ledger(obj)
 
-    async def _write_ledger(self, old: NodeLedger, new: NodeLedger, info: NodeInfo | None = None) -> None:
-        await self.writer.write(old, new, info)
-
     async def _bind(self, entry_node: str, entry: Allocation, pod: Obj) -> bool:
         """POST the Binding with the device annotations; True when the pod was bound."""
         now = int(self.clock())
@@ -365,6 +362,7 @@ class AllocationController:
         self._forget(changes.gone)
         # What a failed pass was checking is checked again: its pods did not change, but the
         # release or adoption it decided never reached the server.
+        self._now = int(self.clock())  # what release_reason's hold is measured against this pass
         dirty = changes.dirty | self._unreconciled | self._hold_expired()
         self._unreconciled = dirty
         confirmed = set() if inputs.fresh else await self._confirm_missing(dirty)
@@ -389,9 +387,8 @@ class AllocationController:
     def _hold_expired(self) -> dict[str, None]:
         """Entries reserved at admission whose hold ran out (checked again, and tracked anew by
         ``_entry_in_order`` while their pod stays unbound and the hold has not run out)."""
-        self._now = now = int(self.clock())
         hold = self.config.arbiter.unbound_release_seconds
-        due = {uid: None for uid, at in self._admitted_unbound.items() if abs(now - at) >= hold}
+        due = {uid: None for uid, at in self._admitted_unbound.items() if abs(self._now - at) >= hold}
         for uid in due:
             del self._admitted_unbound[uid]
         return due
@@ -435,24 +432,14 @@ class AllocationController:
 
         async def confirm_namespace(namespace: str) -> None:
             wanted = {e.pod_uid for e in by_namespace[namespace]}
-            alive.update(wanted & await self._pod_uids(namespace))
+            pods = await list_all(self.client, PODS, namespace=namespace)
+            alive.update(wanted & {str(_meta(p).get("uid")) for p in pods})
 
         await gather_bounded(
             [*(confirm_namespace(ns) for ns in listed), *(confirm(e) for e in singles)],
             self.write_concurrency,
         )
         return alive
-
-    async def _pod_uids(self, namespace: str) -> set[str]:
-        """The UIDs of the namespace's pods as stored now (a fresh LIST, paginated)."""
-        uids: set[str] = set()
-        token: str | None = None
-        while True:
-            page = await self.client.list(PODS, namespace=namespace, limit=500, continue_token=token)
-            uids.update(str(_meta(p).get("uid")) for p in page.items)
-            if not page.continue_token:
-                return uids
-            token = page.continue_token
 
     # --- 1. release, verify, adopt (over what changed) ---------------------------------------------
 
@@ -588,7 +575,7 @@ class AllocationController:
         for name, new in step.updated.items():
             old = world.ledgers.get(name) or NodeLedger(node=name)
             if new.allocations != old.allocations:
-                writes.append(self._write_ledger(old, new, view.nodes.get(name)))
+                writes.append(self.writer.write(old, new, view.nodes.get(name)))
         await gather_bounded(writes, self.write_concurrency)
         for entry, name, reason in step.released:
             self.metrics.releases.labels(reason).inc()
@@ -806,7 +793,7 @@ class AllocationController:
                     result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
                     world.resync()
                     return
-            writes.append(self._write_ledger(old, new, info))
+            writes.append(self.writer.write(old, new, info))
         await gather_bounded(writes, self.write_concurrency)
         before = len(self._bound_keys)
         self.binder.failures.clear()

@@ -22,6 +22,7 @@ from typing import Any, cast
 import pytest
 from kubernetes import client, config
 
+from tests.builders import gpu_node
 from tests.cli.test_sandbox import BIN, _wait_for_line
 from vgpu_guard.cli.sandbox_settings import settings_from
 
@@ -30,19 +31,8 @@ CARD = 24576
 
 
 def _node(name: str) -> Obj:
-    register = f"GPU-{name}-0,10,{CARD},NVIDIA-NVIDIA A10,true,hami-core:"
-    allocatable = {"cpu": "8", "memory": "64Gi", "pods": "110", "volcano.sh/vgpu-number": "10",
-                   "volcano.sh/vgpu-memory": str(CARD), "volcano.sh/vgpu-cores": "100"}  # fmt: skip
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"pool": name},
-            "annotations": {"volcano.sh/node-vgpu-register": register},
-        },
-        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    """One 24 GiB A10 node in its own pool (the pool label is what the pods select)."""
+    return gpu_node(name, count=1, memory=CARD, card_type="NVIDIA-NVIDIA A10", labels={"pool": name}, cpu="8")
 
 
 def _spec(memory: str, pool: str) -> Obj:

@@ -143,17 +143,23 @@ class ClusterClient(Protocol):
 
 
 async def list_all(
-    client: ClusterClient, resource: Resource, *, optional: bool = False, page_size: int = 500
+    client: ClusterClient,
+    resource: Resource,
+    *,
+    optional: bool = False,
+    page_size: int = 500,
+    namespace: str | None = None,
 ) -> builtins.list[Obj]:
-    """Every object of ``resource``, ``page_size`` a page; with ``optional``, a resource the server
-    does not serve (a CRD not installed) is an empty list instead of ``NotFound``/``Unsupported``."""
+    """Every object of ``resource`` (of ``namespace`` when given), ``page_size`` a page; with
+    ``optional``, a resource the server does not serve (a CRD not installed) is an empty list
+    instead of ``NotFound``/``Unsupported``."""
     from vgpu_guard.kube.errors import NotFound, Unsupported
 
     items: builtins.list[Obj] = []
     token: str | None = None
     while True:
         try:
-            page = await client.list(resource, limit=page_size, continue_token=token)
+            page = await client.list(resource, namespace=namespace, limit=page_size, continue_token=token)
         except (NotFound, Unsupported):
             if optional:
                 return []
