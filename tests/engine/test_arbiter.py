@@ -150,7 +150,7 @@ def test_a_bound_pods_changed_assignment_is_only_ever_raised() -> None:
     on_node = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,12288,0:;"})
     lowered = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,1024,0:;"})
     written = update(on_node, lowered)
-    assert written is not None and written.bound
+    assert written is not None and written.node == "gpu-0"
     assert decide(written, request("web"), ledger) == Reserved(mine, None)
     raised = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,20480,0:;"})
     written = update(on_node, raised)

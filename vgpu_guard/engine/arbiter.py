@@ -58,8 +58,6 @@ class WrittenAssignment:
     key: str
     # Where the write comes from, for messages: "Binding" or "pod update".
     via: str
-    # The pod is already on a node (an UPDATE of a bound pod): its entry is only ever raised.
-    bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +119,10 @@ def written_assignment(
     raw = after.get(VGPU_IDS)
     if not isinstance(raw, str) or not raw.strip() or raw == before.get(VGPU_IDS):
         return None
+    # A pod already bound is judged on its node, whatever vgpu-node the update claims.
     spec = old.get("spec") if old is not None else None
-    bound_to = spec.get("nodeName") if isinstance(spec, Mapping) else None
-    node = bound_to or after.get(VGPU_NODE)
-    return WrittenAssignment(
-        node=str(node or ""), raw=raw, key=VGPU_IDS, via="pod update", bound=bool(bound_to)
-    )
+    node = (spec.get("nodeName") if isinstance(spec, Mapping) else None) or after.get(VGPU_NODE)
+    return WrittenAssignment(node=str(node or ""), raw=raw, key=VGPU_IDS, via="pod update")
 
 
 def _path(written: WrittenAssignment) -> str:
