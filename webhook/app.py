@@ -86,7 +86,9 @@ VIEWS = web.AppKey("views", ViewSource)
 METRICS = web.AppKey("metrics", AdmissionMetrics)
 # The admission path's few API calls, each with a short timeout: recording a gang's placement and
 # reading a missing PodGroup (webhook/recording.py), reading the stored Queues for a Queue write
-# (webhook/fresh_queues.py). Pods are otherwise judged on the cache alone.
+# (webhook/fresh_queues.py), and the arbiter's pod read and ledger write for a write that carries a
+# GPU assignment (webhook/arbiter.py, bounded by arbiter.writeTimeoutSeconds). Pods are otherwise
+# judged on the cache alone.
 CLIENT = web.AppKey("client", ClusterClient)
 ARBITER = web.AppKey("arbiter", Arbiter)
 

@@ -4,8 +4,9 @@ A pod is judged without calling the API server (a slow API server must not make 
 slow, and a webhook that calls the API server it serves can deadlock it). It asks a ``ViewSource``
 for the current snapshot instead: in a cluster, caches fed by list+watch
 (``vgpu_guard.kube.view_cache``); in tests and offline, a fixed view. The exceptions are rare writes
-whose answer a lagging cache would get wrong: a gang's first member (``recording.py``) and a Queue
-CREATE/UPDATE, judged on the Queues as stored (``fresh_queues.py``).
+whose answer a lagging cache would get wrong: a gang's first member (``recording.py``), a Queue
+CREATE/UPDATE, judged on the Queues as stored (``fresh_queues.py``), and a GPU assignment written
+by Volcano or the device plugin, reserved in the node's GPULedger before it lands (``arbiter.py``).
 """
 
 from __future__ import annotations
