@@ -84,8 +84,8 @@ GOLDEN = [
     ),
     (
         {NUM: 1, MEM: 40961},
-        f"[vgpu-memory-too-large] {LIM}[{MEM}]: 40961 is more than the largest card offers "
-        "(40960); ask for at most 40960 per card, or more cards",
+        f"[vgpu-memory-too-large] {LIM}[{MEM}]: 40961 MiB is more than the largest card offers "
+        "(40960 MiB); ask for at most 40960 per card, or more cards",
     ),
     (
         {NUM: "1500m", MEM: 100},
@@ -112,7 +112,7 @@ def test_golden_denials(view: ClusterView, limits: dict[str, Any], message: str)
 def test_mig_memory_no_profile_fits(view: ClusterView) -> None:
     obj = pod({NUM: 1, MEM: 50000}, annotations={"volcano.sh/vgpu-mode": "mig"})
     assert denial(obj, view) == [
-        f"[mig-no-profile] {LIM}[{MEM}]: 50000 fits no MIG profile (largest: 7g.40gb with 40960 MiB on "
+        f"[mig-no-profile] {LIM}[{MEM}]: 50000 MiB fits no MIG profile (largest: 7g.40gb with 40960 MiB on "
         "NVIDIA A100-SXM4-40GB); ask for at most 40960 or use hami-core"
     ]
 

@@ -23,11 +23,11 @@ NUM = "spec.containers[0].resources.limits[volcano.sh/vgpu-number]"
 HUGE = {"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": 40000}
 
 DENIED = (
-    f"[vgpu-memory-too-large] {MEM}: 40000 is more than the largest card offers (24576); "
+    f"[vgpu-memory-too-large] {MEM}: 40000 MiB is more than the largest card offers (24576 MiB); "
     "ask for at most 24576 per card, or more cards"
 )
 WARNED = (
-    f"[vgpu-memory-too-large] {MEM}: 40000 > 24576, the largest current card; admitted as the fleet can "
+    f"[vgpu-memory-too-large] {MEM}: 40000 MiB > 24576 MiB, the largest current card; admitted as the fleet can "
     "grow (admission.fleetScaling): Pending until a node with such a card joins"
 )
 
@@ -51,7 +51,7 @@ def test_scaling_fleet_admits_it_with_a_warning() -> None:
     assert decision.violations[0].render() == WARNED
     assert decision.warnings[-1] == clip_warning(WARNED)
     # What kubectl prints: warnings are clipped to 120 characters, the numbers come first.
-    assert decision.warnings[-1] == f"[vgpu-memory-too-large] {MEM}: 40000 > 24576, the largest current…"
+    assert decision.warnings[-1] == f"[vgpu-memory-too-large] {MEM}: 40000 MiB > 24576 MiB, the largest…"
 
 
 def test_auto_reads_karpenter_labels_and_falls_back_to_fixed() -> None:
@@ -116,7 +116,7 @@ def test_no_mig_profile_on_a_scaling_fleet() -> None:
     assert decision.allowed
     assert [v.rule for v in decision.violations] == ["mig-no-profile"]
     assert decision.violations[0].render() == (
-        f"[mig-no-profile] {MEM}: 50000 fits no current MIG profile (largest: 7g.40gb, 40960 MiB on "
+        f"[mig-no-profile] {MEM}: 50000 MiB fits no current MIG profile (largest: 7g.40gb, 40960 MiB on "
         "NVIDIA A100-SXM4-40GB); admitted as the fleet can grow (admission.fleetScaling): Pending until a node with a "
         "larger MIG card joins"
     )

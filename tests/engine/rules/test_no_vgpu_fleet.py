@@ -28,7 +28,7 @@ def test_a_node_whose_registration_cannot_be_used_is_named_with_its_problem() ->
     why = "node t4-0: registered GPUs but allocatable has no volcano.sh/vgpu-number, volcano.sh/vgpu-memory, volcano.sh/vgpu-cores; 1 more node(s) likewise"
     assert denial(view_of([broken, also])) == [
         f"[vgpu-number-range] {NUM}: 1 card(s) asked, but no node offers vGPU ({why}); {FIX}",
-        f"[vgpu-memory-too-large] {MEM}: 3000 of memory asked, but no node offers vGPU ({why}); {FIX}",
+        f"[vgpu-memory-too-large] {MEM}: 3000 MiB of memory asked, but no node offers vGPU ({why}); {FIX}",
     ]
 
 
@@ -64,3 +64,29 @@ def test_a_fleet_that_scales_from_zero_admits_and_waits_instead() -> None:
         for w in decision.warnings
     )
     assert not any("no node offers vGPU" in w for w in decision.warnings)
+
+
+def test_a_value_the_server_made_canonical_is_echoed_as_the_user_wrote_it() -> None:
+    """Issue 38 item 8: kube-apiserver hands admission ``1k`` for a written ``vgpu-memory: 1000`` (and
+    ``2k`` cards, ``1k`` percent); the denial said ``1k of memory asked``, a byte count the user never
+    wrote. It says ``1000 MiB``, the number and unit the user wrote."""
+    canonical = pod(
+        {"volcano.sh/vgpu-number": "2k", "volcano.sh/vgpu-memory": "1k", "volcano.sh/vgpu-cores": "1k"}
+    )
+    lines = denial(view_of([gpu_node("t4-0")]), canonical)
+    cores = "spec.containers[0].resources.limits[volcano.sh/vgpu-cores]"
+    assert (
+        f"[vgpu-cores-range] {cores}: 1000 is outside 0..100 (percent of one GPU); use 0..100, 100 = whole card"
+        in lines
+    )
+    assert any(
+        line.startswith(f"[vgpu-number-range] {NUM}: 2000 is more cards than any node has") for line in lines
+    )
+    assert denial(view_of([]), pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": "1k"}))[
+        1
+    ].startswith(f"[vgpu-memory-too-large] {MEM}: 1000 MiB of memory asked, but no node offers vGPU")
+    huge = pod({"volcano.sh/vgpu-number": 1, "volcano.sh/vgpu-memory": "40k"})
+    assert denial(view_of([gpu_node("t4-0")]), huge)[0] == (
+        f"[vgpu-memory-too-large] {MEM}: 40000 MiB is more than the largest card offers (24576 MiB); "
+        "ask for at most 24576 per card, or more cards"
+    )

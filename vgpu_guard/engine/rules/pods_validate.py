@@ -137,8 +137,8 @@ def _range_violations(
         out.extend(_number_violations(*got, view, config, cluster_checks=cluster_checks))
     for key, code, unit in _PERCENTS:
         if (got := integer(key)) is not None and not 0 <= got[1] <= 100:
-            value = got[0]
-            out.append(Violation(code, value.path, f"{show(value.raw)} is outside 0..100 ({unit}"))
+            value, n = got
+            out.append(Violation(code, value.path, f"{n} is outside 0..100 ({unit}"))
     if (got := integer("memory")) is not None and cluster_checks and mode != "mig":
         out.extend(_memory_violations(*got, view, config))
     return out
@@ -160,7 +160,7 @@ def _number_violations(
             Violation(
                 "vgpu-number-range",
                 value.path,
-                f"{show(value.raw)} must be at least 1; ask for 1 or more cards or remove the resource",
+                f"{n} must be at least 1; ask for 1 or more cards or remove the resource",
             )
         ]
     if not cluster_checks or n <= view.max_gpus_per_node:
@@ -170,11 +170,10 @@ def _number_violations(
         "vgpu-number-range",
         view,
         config,
-        why=f"{show(value.raw)} > {most}, the most cards on any current node",
+        why=f"{n} > {most}, the most cards on any current node",
         joins=f"a node with {n} GPUs",
-        refused=f"{show(value.raw)} is more cards than any node has (at most {most} on one node); "
-        f"ask for at most {most}",
-        asked=f"{show(value.raw)} card(s) asked",
+        refused=f"{n} is more cards than any node has (at most {most} on one node); ask for at most {most}",
+        asked=f"{n} card(s) asked",
     )
     return [Violation("vgpu-number-range", value.path, text)]
 
@@ -197,24 +196,33 @@ def _no_vgpu_text(asked: str, view: ClusterView) -> str:
     )
 
 
+def _units(n: int, config: GuardConfig) -> str:
+    """A vgpu-memory amount as the user wrote it, with its unit. Not ``value.raw``: kube-apiserver
+    hands admission the canonical quantity, so a written ``1000`` arrives as ``1k`` and ``12000`` as
+    ``12k``, which the user never wrote and which reads as a byte count."""
+    factor = config.nvidia.gpu_memory_factor
+    return f"{n} MiB" if factor == 1 else f"{n} units of {factor} MiB"
+
+
 def _memory_violations(value: VgpuValue, n: int, view: ClusterView, config: GuardConfig) -> list[Violation]:
     """No more memory per card than the largest card offers (unless the fleet is growing), never
     negative."""
     largest = view.largest_card_memory
+    asked, most = _units(n, config), _units(largest, config)
     if n > largest:
         text = fleet_text(
             "vgpu-memory-too-large",
             view,
             config,
-            why=f"{show(value.raw)} > {largest}, the largest current card",
+            why=f"{asked} > {most}, the largest current card",
             joins="a node with such a card",
-            refused=f"{show(value.raw)} is more than the largest card offers ({largest}); "
+            refused=f"{asked} is more than the largest card offers ({most}); "
             f"ask for at most {largest} per card, or more cards",
-            asked=f"{show(value.raw)} of memory asked",
+            asked=f"{asked} of memory asked",
         )
         return [Violation("vgpu-memory-too-large", value.path, text)]
     if n < 0:
-        return [Violation("vgpu-memory-too-large", value.path, f"{show(value.raw)} must not be negative")]
+        return [Violation("vgpu-memory-too-large", value.path, f"{asked} must not be negative")]
     return []
 
 
@@ -238,15 +246,16 @@ def _mig_violations(cv: ContainerVgpu, view: ClusterView, config: GuardConfig) -
     if largest is None:
         return []  # no MIG card at all: vgpu-mode-unavailable says so
     mib, name, model = largest
+    asked = _units(value.integer, config)
     text = fleet_text(
         "mig-no-profile",
         view,
         config,
-        why=f"{show(value.raw)} fits no current MIG profile (largest: {name}, {mib} MiB on {model})",
+        why=f"{asked} fits no current MIG profile (largest: {name}, {mib} MiB on {model})",
         joins="a node with a larger MIG card",
-        refused=f"{show(value.raw)} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
+        refused=f"{asked} fits no MIG profile (largest: {name} with {mib} MiB on {model}); "
         f"ask for at most {mib // nvidia.gpu_memory_factor} or use hami-core",
-        asked=f"{show(value.raw)} of MIG memory asked",
+        asked=f"{asked} of MIG memory asked",
     )
     return [Violation("mig-no-profile", value.path, text)]
 
