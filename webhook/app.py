@@ -27,13 +27,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import (
-    WORKLOAD_RESOURCES,
-    AdmissionDecision,
-    Phase,
-    too_many_containers,
-)
+from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, Phase, too_many_containers
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics, LedgerWriter
 from vgpu_guard.logs import audit

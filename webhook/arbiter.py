@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest, settle
 from vgpu_guard.engine.allocator import pod_queue
 from vgpu_guard.engine.arbiter import (
     RULE,
@@ -36,6 +35,7 @@ from vgpu_guard.engine.arbiter import (
 )
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
@@ -62,7 +62,7 @@ def _unavailable(why: str) -> AdmissionDecision:
 
 
 def _refused(why: str, config: GuardConfig, written: WrittenAssignment) -> AdmissionDecision:
-    return settle([Violation(RULE, f"metadata.annotations[{written.key}]", why)], config)
+    return decision_from([Violation(RULE, f"metadata.annotations[{written.key}]", why)], config)
 
 
 @dataclass
@@ -182,7 +182,7 @@ class Arbiter:
                     "(arbiter.writeTimeoutSeconds)"
                 )
         if isinstance(outcome, Refused):
-            return settle(list(outcome.violations), config, obj=request.object)
+            return decision_from(list(outcome.violations), config, obj=request.object)
         if outcome.ledger is not None and not request.dry_run:
             audit(
                 "reservation",

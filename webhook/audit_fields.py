@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vgpu_guard.engine.admission import AdmissionDecision
 from vgpu_guard.engine.config import Action
+from vgpu_guard.engine.decision import AdmissionDecision
 from vgpu_guard.engine.violations import Violation, clip
 
 __all__ = ["AUDITED_VIOLATIONS", "MESSAGE_LIMIT", "violation_fields"]

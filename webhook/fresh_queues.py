@@ -22,8 +22,8 @@ import logging
 from dataclasses import replace
 from types import MappingProxyType
 
-from vgpu_guard.engine.admission import AdmissionRequest
 from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.decision import AdmissionRequest
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import QUEUES

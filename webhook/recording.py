@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest, Phase, decide
+from vgpu_guard.engine.admission import Phase, decide
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest
 from vgpu_guard.engine.gang import gang_of, ib_enabled
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, KubeError

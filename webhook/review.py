@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest
 
 __all__ = ["ReviewError", "decode_review", "encode_response"]
 

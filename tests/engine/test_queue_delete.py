@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.builders import config_with, default_config
-from vgpu_guard.engine.admission import AdmissionRequest, decide
+from vgpu_guard.engine.admission import decide
 from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.decision import AdmissionRequest
 
 
 def _queue(name: str, parent: str = "") -> dict[str, Any]:

@@ -15,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.builders import config_with, default_config
-from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest, decide
+from vgpu_guard.engine.admission import decide
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, cluster_capacity
 
 SEED_001 = (

@@ -12,7 +12,7 @@ import pytest
 from tests.builders import pod
 from tests.webhook.conftest import admission_review
 from tests.webhook.test_https import post
-from vgpu_guard.engine.admission import AdmissionDecision
+from vgpu_guard.engine.decision import AdmissionDecision
 from vgpu_guard.engine.violations import Violation
 from vgpu_guard.webhook.audit_fields import AUDITED_VIOLATIONS, MESSAGE_LIMIT, violation_fields
 from vgpu_guard.webhook.server import RunningWebhook

@@ -3,18 +3,26 @@
 ``decide(request, view, config)`` routes an ``AdmissionRequest`` to the rules of its resource and
 phase (mutate or validate), applies each rule's configured action (enforce -> deny, warn -> admission
 warning, audit -> recorded only) and returns an ``AdmissionDecision``. ``review_object`` runs both
-phases in the API server's order, for offline review.
+phases in the API server's order, for offline review. The request and decision types, and the
+turning of violations into a decision, live in ``engine.decision``: the rules import them from there.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from vgpu_guard.engine.cluster import ClusterView
-from vgpu_guard.engine.config import Action, GuardConfig
+from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import (
+    AdmissionDecision,
+    AdmissionRequest,
+    Operation,
+    decision_from,
+    not_synced,
+)
 from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
 from vgpu_guard.engine.object_size import too_large
 from vgpu_guard.engine.patch import MISSING, apply_ops, diff, value_at
@@ -25,115 +33,23 @@ from vgpu_guard.engine.rules.queues_validate import admit_queue, admit_queue_del
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
 from vgpu_guard.engine.topology import stamp_cluster
 from vgpu_guard.engine.vgpu_request import requests_vgpu
-from vgpu_guard.engine.violations import Violation, clip_warning, clip_warnings
+from vgpu_guard.engine.violations import clip_warnings
 
 __all__ = [
+    "KIND_RESOURCES",
     "WORKLOAD_RESOURCES",
-    "AdmissionDecision",
-    "AdmissionRequest",
+    "Handler",
     "Phase",
+    "ReviewResult",
     "decide",
     "register",
     "request_for",
     "review_object",
-    "settle",
+    "server_defaults",
+    "too_many_containers",
 ]
 
 Phase = Literal["mutate", "validate"]
-Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-
-NOT_SYNCED = (
-    "[cluster-state-unknown] vgpu-guard has not finished reading {what} from the API server and will not "
-    "decide on a partial view; retry in a few seconds"
-)
-
-
-@dataclass(frozen=True)
-class AdmissionRequest:
-    """The parts of an AdmissionReview request the rules read (decoded by the shell)."""
-
-    kind: str
-    group: str
-    resource: str
-    operation: Operation
-    object: Mapping[str, Any] | None
-    old_object: Mapping[str, Any] | None = None
-    namespace: str = ""
-    name: str = ""
-    username: str = ""
-    groups: tuple[str, ...] = ()
-    uid: str = ""
-    sub_resource: str = ""
-    dry_run: bool = False
-
-
-@dataclass(frozen=True)
-class AdmissionDecision:
-    """What to answer: allowed or denied (with code and message), warnings, patch, what fired."""
-
-    allowed: bool
-    code: int = 200
-    message: str = ""
-    warnings: tuple[str, ...] = ()
-    patch: tuple[dict[str, Any], ...] = ()
-    # Rule ids that fired at any action, and the audit-only findings (for the audit log).
-    rules: tuple[str, ...] = ()
-    audit: tuple[str, ...] = ()
-    object: Mapping[str, Any] | None = None
-    violations: tuple[Violation, ...] = field(default=(), repr=False)
-    # The action each rule that fired was given, as settled: on a fleet that scales the capacity
-    # rules default to warn (rules/fleet.py), so the configured action alone can be wrong.
-    actions: Mapping[str, Action] = field(default_factory=dict, repr=False)
-    # Objects the shell must create before answering (a gang's GangPlacement, on its first member).
-    # A create that fails with AlreadyExists means another replica decided first: re-decide with
-    # the existing object in the view. Not created on dry run.
-    persist: tuple[Mapping[str, Any], ...] = ()
-
-
-def settle(
-    violations: list[Violation],
-    config: GuardConfig,
-    *,
-    warnings: list[str] | None = None,
-    patch: list[dict[str, Any]] | None = None,
-    obj: Mapping[str, Any] | None = None,
-) -> AdmissionDecision:
-    """Turn violations into a decision by each rule's configured action (enforce/warn/audit)."""
-    rules = tuple(dict.fromkeys(v.rule for v in violations))
-    actions = {rule: config.action_for(rule) for rule in rules}
-    denied = [v for v in violations if actions[v.rule] is Action.ENFORCE]
-    warned = [clip_warning(v.render()) for v in violations if actions[v.rule] is Action.WARN]
-    audited = [v.render() for v in violations if actions[v.rule] is Action.AUDIT]
-    all_warnings = clip_warnings([*(warnings or []), *warned])
-    if denied:
-        return AdmissionDecision(
-            allowed=False,
-            code=403,
-            message="\n".join(v.render() for v in denied),
-            warnings=tuple(all_warnings),
-            rules=rules,
-            audit=tuple(audited),
-            object=obj,
-            violations=tuple(violations),
-            actions=actions,
-        )
-    return AdmissionDecision(
-        allowed=True,
-        warnings=tuple(all_warnings),
-        patch=tuple(patch or ()),
-        rules=rules,
-        audit=tuple(audited),
-        object=obj,
-        violations=tuple(violations),
-        actions=actions,
-    )
-
-
-def _not_synced(what: str) -> AdmissionDecision:
-    # 503 reaches the client as ServiceUnavailable: controllers retry it, kubectl shows the reason.
-    return AdmissionDecision(
-        allowed=False, code=503, message=NOT_SYNCED.format(what=what), rules=("cluster-state-unknown",)
-    )
 
 
 def _has_vgpu(pod: Mapping[str, Any], config: GuardConfig) -> bool:
@@ -151,7 +67,9 @@ def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfi
     decision = decide_gang(work, view=view, config=config) if gang else None
     if decision is not None:
         if decision.violation is not None:
-            denied = settle([decision.violation], config, warnings=[*warnings, *decision.warnings], obj=work)
+            denied = decision_from(
+                [decision.violation], config, warnings=[*warnings, *decision.warnings], obj=work
+            )
             if not denied.allowed:
                 return denied
             warnings = list(denied.warnings)
@@ -210,10 +128,10 @@ def _mutate_pod_any(request: AdmissionRequest, view: ClusterView, config: GuardC
 def _validate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
     pod = request.object or {}
     if _has_vgpu(pod, config) and not view.synced:
-        return _not_synced("nodes")
+        return not_synced("nodes")
     violations = validate_pod_spec(pod, view, config, username=request.username, groups=request.groups)
     # On a fleet that can grow, capacity rules default to warn (engine/rules/fleet.py).
-    return settle(violations, fleet_config(config, view), obj=pod)
+    return decision_from(violations, fleet_config(config, view), obj=pod)
 
 
 def _validate_workload(
@@ -229,7 +147,7 @@ def _validate_workload(
         cluster_checks=view.synced,
         creating=request.operation == "CREATE",
     )
-    return settle(violations, fleet_config(config, view), obj=obj)
+    return decision_from(violations, fleet_config(config, view), obj=obj)
 
 
 Handler = Callable[[AdmissionRequest, ClusterView, GuardConfig], AdmissionDecision]

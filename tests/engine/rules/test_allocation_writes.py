@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tests.builders import config_with, default_config, gpu_node, pod, view_of
-from vgpu_guard.engine.admission import AdmissionRequest, request_for, review_object
+from vgpu_guard.engine.admission import request_for, review_object
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionRequest
 from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 
 IDS = "volcano.sh/vgpu-ids-new"

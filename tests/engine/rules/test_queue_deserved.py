@@ -14,9 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from tests.builders import config_with, default_config
-from vgpu_guard.engine.admission import AdmissionRequest, decide
+from vgpu_guard.engine.admission import decide
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionRequest
 
 CPU_NODE = {
     "apiVersion": "v1",

@@ -22,15 +22,13 @@ including ``admission.exemptNamespaces``: an exemption skips policy, never forge
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vgpu_guard.engine.annotations import ALLOCATION_ANNOTATIONS
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from
 from vgpu_guard.engine.rules.display import show
 from vgpu_guard.engine.violations import Violation
-
-if TYPE_CHECKING:
-    from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest
 
 __all__ = [
     "ALLOCATION_SUBRESOURCES",
@@ -151,9 +149,6 @@ def admit_allocation_write(request: AdmissionRequest, config: GuardConfig) -> Ad
 
     Needs no cluster state, so it answers on an unsynced view too.
     """
-    # Imported here: engine.admission imports the rule modules.
-    from vgpu_guard.engine.admission import settle
-
     obj = request.object
     name = request.name or _name(obj)
     violations = allocation_write_violations(
@@ -166,7 +161,7 @@ def admit_allocation_write(request: AdmissionRequest, config: GuardConfig) -> Ad
         config=config,
         pod=f"{request.namespace}/{name}" if request.namespace else name,
     )
-    return settle(violations, config, obj=obj)
+    return decision_from(violations, config, obj=obj)
 
 
 def _name(obj: Mapping[str, Any] | None) -> str:

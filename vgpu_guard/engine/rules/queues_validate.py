@@ -27,16 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from, not_synced
 from vgpu_guard.engine.quantity import QuantityError, format_quantity, parse_quantity
-from vgpu_guard.engine.rules.pods_validate import show
+from vgpu_guard.engine.rules.display import show
 from vgpu_guard.engine.violations import Violation
-
-if TYPE_CHECKING:
-    from vgpu_guard.engine.admission import AdmissionDecision, AdmissionRequest
 
 __all__ = [
     "ROOT_QUEUE",
@@ -539,23 +537,15 @@ def admit_queue(request: AdmissionRequest, view: ClusterView, config: GuardConfi
     On an unsynced view the queue's own field errors still deny (they need no cluster state);
     anything else gets the retriable 503, never a guess from a partial view.
     """
-    # Imported here: engine.admission imports this module to register the handler.
-    from vgpu_guard.engine.admission import NOT_SYNCED, AdmissionDecision, settle
-
     obj = request.object or {}
     if not view.synced:
         own = field_violations(obj, release=config.queues.volcano_release)
         if any(config.action_for(v.rule) is Action.ENFORCE for v in own):
-            return settle(own, config, obj=obj)
-        return AdmissionDecision(
-            allowed=False,
-            code=503,
-            message=NOT_SYNCED.format(what="nodes and queues"),
-            rules=("cluster-state-unknown",),
-        )
+            return decision_from(own, config, obj=obj)
+        return not_synced("nodes and queues")
     old = request.old_object if request.operation == "UPDATE" else None
     check = validate_queue(obj, old=old, view=view, config=config)
-    return settle(list(check.violations), config, warnings=list(check.warnings), obj=obj)
+    return decision_from(list(check.violations), config, warnings=list(check.warnings), obj=obj)
 
 
 def delete_violations(name: str, view: ClusterView) -> list[Violation]:
@@ -583,18 +573,11 @@ def admit_queue_delete(
     The name comes from the request (a DELETE carries the queue in ``oldObject``, and kube-apiserver
     always sets ``request.name``). On an unsynced view the children are unknown: retriable 503.
     """
-    from vgpu_guard.engine.admission import NOT_SYNCED, AdmissionDecision, settle
-
     old = request.old_object or {}
     name = request.name or _name(old)
     if not view.synced:
-        return AdmissionDecision(
-            allowed=False,
-            code=503,
-            message=NOT_SYNCED.format(what="nodes and queues"),
-            rules=("cluster-state-unknown",),
-        )
-    return settle(delete_violations(name, view), config, obj=old)
+        return not_synced("nodes and queues")
+    return decision_from(delete_violations(name, view), config, obj=old)
 
 
 # --- the whole picture, for the controller audit --------------------------------------------------
