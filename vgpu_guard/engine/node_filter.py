@@ -4,79 +4,19 @@ kube-scheduler semantics for the parts our pods use: Ready, ``spec.unschedulable
 ``node.kubernetes.io/unschedulable:NoSchedule``), ``nodeSelector``, required node affinity (terms
 ORed, requirements ANDed; In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields on metadata.name),
 and NoSchedule/NoExecute taints against tolerations. The reason strings are grouped and counted
-by ``placement_reason`` into the ``0/N nodes are available`` message.
+by ``placement_reason`` into the ``0/N nodes are available`` message. Matching terms and
+tolerations is ``node_terms``' (shared with the scheduling plugins); this module gives the reasons.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from vgpu_guard.engine.cluster import NodeInfo, Taint
-from vgpu_guard.engine.pod_request import NodeSelectorRequirement, NodeSelectorTerm, PodRequest, Toleration
+from vgpu_guard.engine.node_terms import matches_selector_and_affinity, tolerates
+from vgpu_guard.engine.pod_request import PodRequest
 
-__all__ = [
-    "matches_node_terms",
-    "matches_selector_and_affinity",
-    "node_rejection",
-    "readiness_rejection",
-    "tolerates",
-]
+__all__ = ["node_rejection", "readiness_rejection"]
 
 _UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", value="", effect="NoSchedule")
-
-
-def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
-    """True when one toleration matches the taint (key, operator Exists/Equal, effect)."""
-    for t in tolerations:
-        if t.effect and t.effect != taint.effect:
-            continue
-        if t.operator == "Exists":
-            if not t.key or t.key == taint.key:
-                return True
-        elif t.key == taint.key and t.value == taint.value:
-            return True
-    return False
-
-
-def _requirement(req: NodeSelectorRequirement, value: str | None) -> bool:
-    op = req.operator
-    if op == "In":
-        return value is not None and value in req.values
-    if op == "NotIn":
-        return value is None or value not in req.values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(req.values) == 1:
-        try:
-            have, want = int(value), int(req.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def _term(term: NodeSelectorTerm, node: NodeInfo) -> bool:
-    if not term.expressions and not term.fields:
-        return False  # an empty term matches no objects (k8s.io/component-helpers nodeaffinity)
-    return all(_requirement(r, node.labels.get(r.key)) for r in term.expressions) and all(
-        _requirement(r, node.name if r.key == "metadata.name" else None) for r in term.fields
-    )
-
-
-def matches_node_terms(terms: tuple[NodeSelectorTerm, ...], node: NodeInfo) -> bool:
-    """Node selector terms ORed (required node affinity, a PersistentVolume's node affinity)."""
-    return any(_term(t, node) for t in terms)
-
-
-def matches_selector_and_affinity(
-    selector: Mapping[str, str], affinity: tuple[NodeSelectorTerm, ...] | None, node: NodeInfo
-) -> bool:
-    """kube-scheduler's PodMatchesNodeSelectorAndAffinityTerms."""
-    if any(node.labels.get(k) != v for k, v in selector.items()):
-        return False
-    return affinity is None or matches_node_terms(affinity, node)
 
 
 def _taint_text(taint: Taint) -> str:

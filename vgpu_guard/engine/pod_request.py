@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vgpu_guard.engine.annotations import (
     NOUSE_GPUTYPE,
@@ -26,25 +26,18 @@ from vgpu_guard.engine.annotations import (
     VGPU_MODE,
 )
 from vgpu_guard.engine.config import NvidiaConfig
+from vgpu_guard.engine.node_terms import NodeSelectorTerm, Toleration, affinity_terms, tolerations_of
+from vgpu_guard.engine.scheduling.facts import PodFacts
 from vgpu_guard.engine.untrusted import as_list, as_mapping
 from vgpu_guard.engine.vgpu_request import VgpuValue, vgpu_containers
-
-if TYPE_CHECKING:
-    from vgpu_guard.engine.scheduling.facts import PodFacts
 
 __all__ = [
     "GROUP_ANNOTATIONS",
     "QUEUE_ANNOTATION",
     "ContainerRequest",
-    "NodeSelectorRequirement",
-    "NodeSelectorTerm",
     "PodRequest",
     "PodRequestError",
-    "Toleration",
-    "affinity_terms",
-    "node_selector_terms",
     "pod_request",
-    "tolerations_of",
     "whole_card_gpus",
 ]
 
@@ -77,29 +70,6 @@ class ContainerRequest:
         if self.memory is None:
             return card_units * factor
         return self.memory
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorRequirement:
-    key: str
-    operator: str
-    values: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorTerm:
-    """Requirements ANDed; terms of a pod are ORed (kube-scheduler semantics)."""
-
-    expressions: tuple[NodeSelectorRequirement, ...] = ()
-    fields: tuple[NodeSelectorRequirement, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str
-    operator: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True)
@@ -146,55 +116,6 @@ def _csv(raw: object) -> tuple[str, ...]:
     if not isinstance(raw, str):
         return ()
     return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-def _requirements(raw: object) -> tuple[NodeSelectorRequirement, ...]:
-    return tuple(
-        NodeSelectorRequirement(
-            key=str(r.get("key") or ""),
-            operator=str(r.get("operator") or ""),
-            values=tuple(str(v) for v in as_list(r.get("values"))),
-        )
-        for r in as_list(raw)
-        if isinstance(r, Mapping)
-    )
-
-
-def affinity_terms(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
-    """Required node affinity terms (None: none required; () would match no node)."""
-    required = as_mapping(
-        as_mapping(as_mapping(spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-    )
-    if "nodeSelectorTerms" not in required:
-        return None
-    return node_selector_terms(required.get("nodeSelectorTerms"))
-
-
-def node_selector_terms(raw: object) -> tuple[NodeSelectorTerm, ...]:
-    """A ``nodeSelectorTerms`` list (pod node affinity, a PersistentVolume's node affinity)."""
-    return tuple(
-        NodeSelectorTerm(
-            expressions=_requirements(term.get("matchExpressions")),
-            fields=_requirements(term.get("matchFields")),
-        )
-        for term in as_list(raw)
-        if isinstance(term, Mapping)
-    )
-
-
-def tolerations_of(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
-            key=str(t.get("key") or ""),
-            operator=str(t.get("operator") or "Equal"),
-            value=str(t.get("value") or ""),
-            effect=str(t.get("effect") or ""),
-        )
-        for t in as_list(spec.get("tolerations"))
-        if isinstance(t, Mapping)
-    )
 
 
 def _int_value(cv_value: VgpuValue, what: str) -> int:

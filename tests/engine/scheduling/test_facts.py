@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.engine.scheduling.kit import container, node, pod, term, workloads
-from vgpu_guard.engine.pod_request import NodeSelectorRequirement, NodeSelectorTerm, Toleration
+from vgpu_guard.engine.node_terms import NodeSelectorRequirement, NodeSelectorTerm, Toleration
 from vgpu_guard.engine.quantity import QuantityError
 from vgpu_guard.engine.resources import add_into, amount, scheduler_units
 from vgpu_guard.engine.scheduling import pod_facts, unsupported_message

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from vgpu_guard.engine.pod_request import NodeSelectorTerm, Toleration, affinity_terms, tolerations_of
+from vgpu_guard.engine.node_terms import NodeSelectorTerm, Toleration, affinity_terms, tolerations_of
 from vgpu_guard.engine.resources import Resources, pod_requests
 from vgpu_guard.engine.scheduling.labels import LabelSelector, Requirement, parse_selector
 from vgpu_guard.engine.untrusted import as_list, as_mapping

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vgpu_guard.engine.cluster import NodeInfo
-from vgpu_guard.engine.node_filter import matches_selector_and_affinity, tolerates
+from vgpu_guard.engine.node_terms import matches_selector_and_affinity, tolerates
 from vgpu_guard.engine.scheduling.facts import PodFacts, SpreadConstraint
 from vgpu_guard.engine.scheduling.workloads import Workloads
 

@@ -12,8 +12,7 @@ pre-bound claim is "unbound immediate" there). For bound claims, a node fails wh
 from __future__ import annotations
 
 from vgpu_guard.engine.cluster import NodeInfo
-from vgpu_guard.engine.node_filter import matches_node_terms
-from vgpu_guard.engine.pod_request import node_selector_terms
+from vgpu_guard.engine.node_terms import matches_node_terms, node_selector_terms
 from vgpu_guard.engine.scheduling.facts import PodFacts
 from vgpu_guard.engine.scheduling.workloads import Workloads
 from vgpu_guard.engine.untrusted import as_mapping
