@@ -17,6 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from vgpu_guard.engine.quantity import QuantityError, parse_quantity
+from vgpu_guard.engine.rules.catalog import RULES
+
 __all__ = [
     "Action",
     "AdmissionSettings",
@@ -159,8 +162,6 @@ class AdmissionSettings(_Model):
     @field_validator("rules")
     @classmethod
     def _known_rules(cls, value: dict[str, Action]) -> dict[str, Action]:
-        from vgpu_guard.engine.rules.catalog import RULES
-
         unknown = sorted(set(value) - set(RULES))
         if unknown:
             raise ValueError(f"unknown rule id(s) {', '.join(unknown)}; known: {', '.join(sorted(RULES))}")
@@ -221,8 +222,6 @@ class QueueSettings(_Model):
     @field_validator("reserve")
     @classmethod
     def _quantities(cls, value: dict[str, str | int]) -> dict[str, str | int]:
-        from vgpu_guard.engine.quantity import QuantityError, parse_quantity
-
         for key, raw in value.items():
             try:
                 if parse_quantity(raw).value < 0:

@@ -19,6 +19,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.devices import MODES, REGISTER_ANNOTATION
 from vgpu_guard.engine.mig import geometries_for
+from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.rules.display import show
 from vgpu_guard.engine.rules.fleet import fleet_config, fleet_scales
 from vgpu_guard.engine.rules.pods_allocation import prebound_violations
@@ -96,8 +97,6 @@ def _mismatch(container: Mapping[str, Any], cv: ContainerVgpu, config: GuardConf
         if key in cv.values and resource in limits and resource in requests:
             lim, req = cv.values[key], requests[resource]
             if lim.quantity is not None and show(req) != show(lim.raw):
-                from vgpu_guard.engine.quantity import QuantityError, parse_quantity
-
                 try:
                     equal = parse_quantity(req).value == lim.quantity.value
                 except QuantityError:
