@@ -33,12 +33,13 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from vgpu_guard.controller.binder import Binder, Waiting
+from vgpu_guard.controller.gang_status import GangKey, GangStatusWriter
 from vgpu_guard.controller.inputs import InputSource, ListedInputs
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.controller.unplaceable import UnplaceableMemo
 from vgpu_guard.controller.world import PodRecord, World
-from vgpu_guard.engine.allocator import Allocator, Unplaceable, pod_queue
+from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable, pod_queue
 from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.assignment import (
     AssignmentError,
@@ -51,7 +52,8 @@ from vgpu_guard.engine.assignment import (
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger
-from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
+from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, PodRequest, PodRequestError, pod_request
+from vgpu_guard.engine.podgroup_status import GangState
 from vgpu_guard.engine.scheduling import FactsMemo, PodFacts, Workloads
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient, list_all
@@ -189,6 +191,7 @@ class AllocationController:
         self.reports = Reporter(client, config, identity=identity, clock=clock, metrics=self.metrics)
         self.world = World(config)
         self.binder = Binder(self._bind, concurrency=write_concurrency)
+        self.gang_status = GangStatusWriter(client, clock=clock)
         # Every ledger write goes through the writer the webhook's arbiter uses too; our own writes
         # reach the informer cache at once (looked up at call time: run.py swaps ``inputs``).
         self.writer = LedgerWriter(
@@ -231,14 +234,16 @@ class AllocationController:
     def _pod_request(self, pod: Obj) -> PodRequest | None:
         """``pod_request`` (with its facts) once per pending pod version; raises as it does."""
         meta = _meta(pod)
-        uid, rv = str(meta.get("uid")), str(meta.get("resourceVersion") or "")
+        member = self._gang_member(pod)
+        # Keyed by whether its PodGroup is known too: a group that appears later changes the answer.
+        uid, rv = str(meta.get("uid")), str(meta.get("resourceVersion") or "") + ("+gang" if member else "")
         cached = self._requests.get(uid)
         if cached is not None and rv and cached[0] == rv:
             if isinstance(cached[1], PodRequestError):
                 raise cached[1]
             return cached[1]
         try:
-            request = pod_request(pod, self.config.nvidia)
+            request = pod_request(pod, self.config.nvidia, with_no_gpu=member)
         except PodRequestError as e:
             self._requests[uid] = (rv, e)
             raise
@@ -246,6 +251,17 @@ class AllocationController:
             request = _with_facts(request, self._pod_facts(pod))
         self._requests[uid] = (rv, request)
         return request
+
+    def _gang_member(self, pod: Obj) -> bool:
+        """A pod of a PodGroup we know: routed to us, it is placed with its gang even without vGPU
+        (routing routes a gang whole, so a mixed gang never waits for a scheduler it was not sent
+        to)."""
+        notes = _meta(pod).get("annotations")
+        if not isinstance(notes, Mapping):
+            return False
+        group = next((str(notes[a]) for a in GROUP_ANNOTATIONS if notes.get(a)), "")
+        namespace = str(_meta(pod).get("namespace") or "default")
+        return bool(group) and (namespace, group) in self.world.view.podgroups
 
     def _forget(self, gone: set[str]) -> None:
         for uid in gone:
@@ -293,6 +309,30 @@ class AllocationController:
             )
         )
         return True
+
+    async def _bind_plain(self, node: str, entry: Allocation, pod: Obj, result: PassResult) -> None:
+        """Bind a gang member that asks no vGPU: a plain Binding (no device annotations, no
+        plugin handshake to wait for), as kube-scheduler would send it."""
+        try:
+            await self.client.bind(entry.namespace, entry.name, node=node, annotations={}, uid=entry.pod_uid)
+        except (Conflict, NotFound) as e:
+            log.info("binding %s to %s did not happen: %s", entry.key, node, e)
+            return
+        except KubeError as e:
+            result.errors.append(f"binding {entry.key} to {node}: {e}")
+            return
+        self.inputs.bound(pod, node, {})
+        self._bound_keys.append(entry.key)
+        result.bound.append(entry.key)
+        audit("binding", pod=entry.key, uid=entry.pod_uid, node=node, group=entry.group, by=self.identity)
+        self.reports.emit(
+            self.reports.event(
+                pod,
+                reason="Scheduled",
+                message=f"Successfully assigned {entry.key} to {node} (a member of gang "
+                f"{entry.namespace}/{entry.group}; it asks no vGPU)",
+            )
+        )
 
     async def flush_events(self) -> None:
         await self.reports.flush_events()
@@ -692,7 +732,8 @@ class AllocationController:
         allocator = world.allocator(world.view)
         allocator.touched.clear()
         objects = {req.uid: pod for req, pod in pending}
-        self._place(
+        gangs: dict[GangKey, GangState] = {}
+        plain = self._place(
             allocator,
             pending=pending,
             objects=objects,
@@ -700,8 +741,14 @@ class AllocationController:
             now=now,
             reports=reports,
             result=result,
+            gangs=gangs,
         )
         await self._write_and_offer(allocator, objects, busy, result)
+        await gather_bounded(
+            (self._bind_plain(p.node, p.allocation, objects[p.pod.uid], result) for p in plain),
+            self.write_concurrency,
+        )
+        result.errors.extend(await self.gang_status.write(gangs, world.view, world.running))
         # After placement: our pods not bound yet, the unreadable requests included (as by reason),
         # less those this pass reserved and offered for binding.
         self.metrics.pending.set(max(0, len(world.pending) - len(result.reserved)))
@@ -725,9 +772,13 @@ class AllocationController:
         now: int,
         reports: list[Report],
         result: PassResult,
-    ) -> None:
-        """Place each unit (a pod, or a gang as one decision) and commit what may be bound."""
+        gangs: dict[GangKey, GangState],
+    ) -> list[Placement]:
+        """Place each unit (a pod, or a gang as one decision) and commit what may be bound; returns
+        the gang members without vGPU that may be bound now (they take no ledger entry), and
+        records each gang's decision in ``gangs`` (its PodGroup status)."""
         units = self._units(pending, self.world.view, self.world.running)
+        plain: list[Placement] = []
         reserved_before = {req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None}
         to_commit: list[str] = []
         memo = self._unplaceable.signature(generation, placed_pods=len(self.world.placed))
@@ -756,6 +807,10 @@ class AllocationController:
                     to_commit.append(single.uid)
                 continue
             outcome = allocator.place_gang(members, min_member=min_member, running=already, now=now)
+            why = outcome.failures[0].message if not outcome.ok and outcome.failures else None
+            gangs[(members[0].namespace, members[0].group)] = GangState(
+                min_member=min_member, bound=already, pending=len(members), why=why
+            )
             for uid in outcome.released:
                 meta = _meta(objects[uid])
                 result.released.append(f"{meta.get('namespace')}/{meta.get('name')}")
@@ -763,13 +818,20 @@ class AllocationController:
             reports.extend((objects[f.pod.uid], f.message, f.cause) for f in outcome.failures)
             if not outcome.ok:
                 continue
-            fresh = [p for p in outcome.placements if p.pod.uid not in reserved_before]
+            gpu = [p for p in outcome.placements if p.allocation.containers]
+            fresh = [p for p in gpu if p.pod.uid not in reserved_before]
             result.reserved.extend(p.pod.key for p in fresh)
             if not fresh:
                 # Every member was already reserved when this pass read the ledgers: commit them all.
-                to_commit.extend(p.pod.uid for p in outcome.placements if not p.allocation.committed)
+                to_commit.extend(p.pod.uid for p in gpu if not p.allocation.committed)
+                if all(p.allocation.committed for p in gpu):
+                    # Members without vGPU are bound once every vGPU member's entry is committed
+                    # as read (never released but by the pod's end): the gang is then decided for
+                    # good, and a crash before this point leaves nothing of theirs to undo.
+                    plain.extend(p for p in outcome.placements if not p.allocation.containers)
         for uid in to_commit:
             allocator.mark_committed(uid)
+        return plain
 
     async def _write_and_offer(
         self, allocator: Allocator, objects: Mapping[str, Obj], busy: Mapping[str, str], result: PassResult

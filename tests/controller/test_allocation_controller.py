@@ -157,7 +157,8 @@ async def test_gang_of_four_with_room_for_three_binds_none() -> None:
     condition = cluster.condition("w0")
     assert condition is not None
     assert condition["message"].startswith(
-        "gang default/job: only 3 of 4 members can run (minMember 4); w3: "
+        "gang default/job: only 3 of 4 members can run (minMember 4); "
+        "w3, judged on what would remain once w0, w1, w2 are placed: "
     )
     # A fourth GPU appears: the whole gang goes.
     cluster.store.delete(NODES, "a", grace_period_seconds=0)

@@ -280,7 +280,8 @@ def test_gang_of_four_with_room_for_three_binds_none() -> None:
     assert all(allocator.allocation_of(m.uid) is None for m in members)
     assert allocator.ledger("a").allocations == {}
     assert {f.message for f in outcome.failures} == {
-        "gang default/job: only 3 of 4 members can run (minMember 4); w-3: "
+        "gang default/job: only 3 of 4 members can run (minMember 4); "
+        "w-3, judged on what would remain once w-0, w-1, w-2 are placed: "
         "0/2 nodes are available: 4 GPUs have no free memory (24576 MiB requested)"
     }
     fits = allocator.place_gang(members[:3], min_member=3)

@@ -192,7 +192,8 @@ def test_a_gang_that_cannot_spread_does_not_start_and_every_member_gets_the_reas
     assert not outcome.ok and outcome.placements == ()
     assert alloc.ledger("a").allocations == {}
     assert {f.message for f in outcome.failures} == {
-        "gang default/job: only 1 of 2 members can run (minMember 2); w1: 0/1 nodes are available: "
+        "gang default/job: only 1 of 2 members can run (minMember 2); w1, judged on what would remain "
+        "once w0 is placed: 0/1 nodes are available: "
         "1 GPU holds another member of PodGroup default/job (volcano.sh/vgpu-podgroup-policy=spread): GPU-a-0"
     }
 

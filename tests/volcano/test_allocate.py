@@ -84,8 +84,9 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     assert not job.ready and _placed(whole) == []
     assert [p["metadata"]["name"] for p, _ in job.unplaced] == ["m-0", "m-1", "m-2"]
     assert {r for _, r in job.unplaced} == {
-        "1/3 tasks in gang unschedulable: gang default/g needs 3 (minMember), 2 can run; m-2: 0/1 nodes are "
-        "available: 1 GPU has too little free memory, 1 GPU has 8192 MiB free < 16384 MiB requested"
+        "1/3 tasks in gang unschedulable: gang default/g needs 3 (minMember), 2 can run; m-2, judged on what "
+        "would remain once m-0, m-1 are placed: 0/1 nodes are available: 1 GPU has too little free memory, "
+        "1 GPU has 8192 MiB free < 16384 MiB requested"
     }
     part = decide(
         Snapshot(nodes, tuple(members), (_podgroup("g", 2),)), default_config(), stale=False, now=NOW

@@ -10,7 +10,6 @@ every object's details on indented lines under its row instead.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from fractions import Fraction
 from itertools import groupby
@@ -21,7 +20,7 @@ from vgpu_guard.cli.simulation import Admitted, DeviceOutcome, PodOutcome, Simul
 from vgpu_guard.cli.wording import plural
 from vgpu_guard.engine.rules.queues_validate import QueueTree, format_amount
 
-__all__ = ["as_is", "to_json", "to_text"]
+__all__ = ["to_json", "to_text"]
 
 
 def _percent(part: Fraction | int, whole: Fraction | int) -> int | None:
@@ -302,24 +301,6 @@ def _devices(pod: PodOutcome) -> str:
     return ", ".join(parts) or "-"
 
 
-# A gang's reason quotes the first member that did not fit, judged with the members before it
-# placed (tentatively: nothing of it is in the ledger); Volcano's gang.go and the controller both.
-_GANG_BLOCKER = re.compile(
-    r"^(?P<head>.*?\b(?P<placed>\d+)(?: of \d+ members)? can run[^;]*); (?P<task>[^\s:;]+): "
-)
-
-
-def as_is(reason: str) -> str:
-    """``reason`` saying so when it describes a gang member tried after its gang-mates were placed:
-    the free memory it quotes is what those placements would have left, not the ledger."""
-    match = _GANG_BLOCKER.match(reason)
-    if not match or match["placed"] == "0":
-        return reason
-    placed = int(match["placed"])
-    after = f"tried after {placed} of the gang's other members {'was' if placed == 1 else 'were'} placed"
-    return f"{match['head']}; {match['task']} ({after}): {reason[match.end() :]}"
-
-
 def _pod_rows(result: SimulationResult) -> list[list[str]]:
     return [
         [
@@ -349,7 +330,7 @@ def _pods_text(result: SimulationResult, *, verbose: bool) -> list[str]:
     for row_line, pod in zip(table[1:], result.pods, strict=True):
         lines.append(row_line)
         if pod.reason:
-            reason = as_is(pod.reason) if pod.reason != previous else "(same reason as above)"
+            reason = pod.reason if pod.reason != previous else "(same reason as above)"
             lines.extend(f"      {line}" for line in reason.splitlines())
         previous = pod.reason
     return lines
@@ -361,7 +342,7 @@ def _reasons_text(result: SimulationResult) -> list[str]:
     seen: dict[str, list[tuple[str, str]]] = {}
     for pod in result.pods:
         if pod.reason:
-            seen.setdefault(as_is(pod.reason), []).append((pod.key, workloads.get(pod.key, "")))
+            seen.setdefault(pod.reason, []).append((pod.key, workloads.get(pod.key, "")))
     if not seen:
         return []
     return [

@@ -44,7 +44,7 @@ from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, Mi
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
 from vgpu_guard.engine.node_filter import node_rejection, readiness_rejection
-from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
+from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, judged_after, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.scheduling import NodeConstraints, Prepared, Workloads, unsupported_message
@@ -220,6 +220,10 @@ class Allocator:
         self._index: dict[str, list[_Key]] = {"hami-core": [], "mig": []}
         self._ledgers: dict[str, NodeLedger] = dict(ledgers)
         self._where: dict[str, str] = {}
+        # Gang members that ask for no vGPU (routing mode routes a gang whole): placed by the node's
+        # constraints alone, never in a ledger; their node is kept so the gang's later members see
+        # their cpu and memory (``workloads.assume``), and ``release`` can forget them.
+        self._plain: dict[str, str] = {}
         self._queue_used: dict[str, list[int]] = {}
         # Nodes whose ledger ``commit``/``release``/``mark_committed`` changed: what a pass writes.
         self.touched: set[str] = set()
@@ -407,7 +411,12 @@ class Allocator:
     def commit(self, placement: Placement) -> None:
         """Apply a placement to the state (and to the node's ledger); idempotent by pod UID."""
         allocation = placement.allocation
-        if allocation.pod_uid in self._where:
+        if allocation.pod_uid in self._where or allocation.pod_uid in self._plain:
+            return
+        if not allocation.containers:  # a gang member without vGPU: no ledger entry
+            self._plain[allocation.pod_uid] = placement.node
+            if self._constraints is not None and placement.pod.facts is not None:
+                self._constraints.workloads.assume(placement.pod.facts, placement.node)
             return
         ledger = self._ledgers.get(placement.node) or NodeLedger(node=placement.node)
         self._ledgers[placement.node] = ledger.with_allocation(allocation)
@@ -420,6 +429,8 @@ class Allocator:
         """Remove a pod's entry from the state; returns what it held (None: nothing)."""
         node = self._where.get(pod_uid)
         if node is None:
+            if self._plain.pop(pod_uid, None) is not None and self._constraints is not None:
+                self._constraints.workloads.forget(pod_uid)
             return None
         ledger = self._ledgers[node]
         allocation = ledger.allocations[pod_uid]
@@ -446,6 +457,10 @@ class Allocator:
     def ledger(self, node: str) -> NodeLedger:
         """The node's ledger including every commit and release so far."""
         return self._ledgers.get(node) or NodeLedger(node=node)
+
+    def plain_node(self, pod_uid: str) -> str | None:
+        """Where a gang member without vGPU was placed in this state (None: not placed)."""
+        return self._plain.get(pod_uid)
 
     def allocation_of(self, pod_uid: str) -> tuple[str, Allocation] | None:
         node = self._where.get(pod_uid)
@@ -858,6 +873,8 @@ class Allocator:
             if unsupported is not None:
                 return Unplaceable(pod=pod, message=unsupported, cause="unsupported")
             self._prepared = self._constraints.prepare(pod.facts)
+        if not pod.containers:
+            return self._place_plain(pod, queue=queue, now=now)
         self._class = self._class_of(pod)
         try:
             found = self._search(pod)
@@ -880,6 +897,63 @@ class Allocator:
             group=pod.group,
         )
         return Placement(pod=pod, node=node, allocation=allocation)
+
+    def _place_plain(self, pod: PodRequest, *, queue: str, now: int) -> Placement | Unplaceable:
+        """A gang member without vGPU: the node kube-scheduler's filters would allow that has the
+        most cpu and memory left (its LeastAllocated score), then the name; no GPU is judged.
+        Only gangs come here: the controller places a pod without vGPU only as a gang member."""
+        try:
+            best: tuple[int, str] | None = None
+            failures: list[NodeFailure] = []
+            selected = self._selected(pod)
+            for name in sorted(self._nodes) if selected is None else sorted(selected):
+                info = self._nodes[name].info
+                failure = self._plain_failure(pod, info)
+                if failure is not None:
+                    failures.append(failure)
+                    continue
+                lean = 0
+                if self._constraints is not None and self._prepared is not None:
+                    lean = self._constraints.least_allocated(self._prepared, info)
+                if best is None or (-lean, name) < best:
+                    best = (-lean, name)
+            if best is None:
+                if selected is not None:
+                    failures.extend(self._unselected_plain(pod, selected))
+                return Unplaceable(pod=pod, message=unavailable_message(len(self.view.nodes), failures, ()))
+        finally:
+            self._prepared = None
+        allocation = Allocation(
+            pod_uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            queue=queue,
+            containers=(),
+            reserved_at=now,
+            group=pod.group,
+        )
+        return Placement(pod=pod, node=best[1], allocation=allocation)
+
+    def _plain_failure(self, pod: PodRequest, info: NodeInfo) -> NodeFailure | None:
+        """``_node_failure`` without the GPU checks: readiness, selector, affinity, taints, and
+        kube-scheduler's other filters with every resource (no vGPU is asked) judged at once."""
+        rejection = node_rejection(pod, info)
+        if rejection is not None:
+            return _rejection_failure(rejection)
+        if self._constraints is not None and self._prepared is not None:
+            reasons = self._constraints.reasons(self._prepared, info)
+            if reasons:
+                return NodeFailure("scheduler", reasons=reasons)
+        return None
+
+    def _unselected_plain(self, pod: PodRequest, selected: set[str]) -> list[NodeFailure]:
+        """The nodes a nodeSelector leaves out, counted as ``_unselected`` does minus GPU checks."""
+        failures: list[NodeFailure] = []
+        for name, node in self._nodes.items():
+            if name not in selected:
+                early = readiness_rejection(pod, node.info)
+                failures.append(_UNMATCHED if early is None else _rejection_failure(early))
+        return failures
 
     def place_gang(
         self, members: Sequence[PodRequest], *, min_member: int, running: int = 0, now: int = 0

@@ -9,15 +9,20 @@ the one that came closest is quoted with its numbers, so the user sees by how mu
 ``1 GPU has 8192 MiB free < 12288 MiB requested``. The GPUs that Volcano's PodGroup spread policy
 refuses are named, so the user sees which cards the other members hold. Golden tests pin these
 strings.
+
+A gang that cannot start whole quotes its first member that did not fit, judged with the members
+before it placed tentatively: its numbers are what those placements would leave, not the ledger
+(nothing of the gang is placed). ``judged_after`` says so in the reason itself, so the Event, the
+pod's condition and every output that repeats it agree with a ledger that shows those cards empty.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CardFailure", "NodeFailure", "unavailable_message"]
+__all__ = ["CardFailure", "NodeFailure", "judged_after", "unavailable_message"]
 
 # Order in which reasons are listed: the node-level ones first, then the GPU ones in the order
 # Volcano checks a card.
@@ -176,6 +181,21 @@ def _memory_texts(failures: list[CardFailure]) -> list[str]:
     c = failures[closest]
     out.append(f"1 GPU has {c.free} MiB free < {c.need} MiB requested")
     return out
+
+
+# How many of the members placed before a gang's blocker its reason names before it only counts.
+_NAMED_MEMBERS = 3
+
+
+def judged_after(task: str, placed: Sequence[str]) -> str:
+    """How a gang's reason introduces its blocker ``task``: when members were placed before it
+    (tentatively), that its numbers are what would remain once they are placed."""
+    if not placed:
+        return task
+    names = ", ".join(placed[:_NAMED_MEMBERS])
+    if len(placed) > _NAMED_MEMBERS:
+        names += f" and {len(placed) - _NAMED_MEMBERS} more"
+    return f"{task}, judged on what would remain once {names} {'is' if len(placed) == 1 else 'are'} placed"
 
 
 def unavailable_message(total_nodes: int, nodes: Iterable[NodeFailure], cards: Iterable[CardFailure]) -> str:

@@ -39,6 +39,7 @@ from vgpu_guard.engine.assignment import adopted_allocation, encode_assignment
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import NodeLedger
+from vgpu_guard.engine.placement_reason import judged_after
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.untrusted import as_mapping
 
@@ -205,6 +206,7 @@ def _place(job: _Job, allocator: Allocator, *, stale: bool, now: int, factor: in
     """One job's statement: place its tasks in order; commit when the gang is ready."""
     placed: list[Placement] = []
     failed: list[tuple[Obj, str]] = []
+    before: list[str] = []  # the tasks placed (tentatively) before the first that did not fit
     pods = {r.uid: pod for pod, r, _ in job.tasks if r is not None}
     for pod, request, error in sorted(job.tasks, key=lambda t: t[1].order if t[1] else (0, "", "", "")):
         if request is None:
@@ -212,6 +214,8 @@ def _place(job: _Job, allocator: Allocator, *, stale: bool, now: int, factor: in
             continue
         result = allocator.place(request, now=now)
         if isinstance(result, Unplaceable):
+            if not failed:
+                before = [p.pod.name for p in placed]
             failed.append((pod, result.message))
             continue
         placed.append(result)
@@ -229,19 +233,26 @@ def _place(job: _Job, allocator: Allocator, *, stale: bool, now: int, factor: in
         name=job.name,
         ready=ready,
         assignments=assignments,
-        unplaced=tuple(failed) if ready else _gang_reasons(job, len(placed), failed),
+        unplaced=tuple(failed) if ready else _gang_reasons(job, len(placed), failed, before),
         minimum=job.minimum,
         running=job.running,
         podgroup=job.podgroup,
     )
 
 
-def _gang_reasons(job: _Job, placed: int, failed: list[tuple[Obj, str]]) -> tuple[tuple[Obj, str], ...]:
-    """gang.go's message for every pending task of a job that cannot start whole."""
+def _gang_reasons(
+    job: _Job, placed: int, failed: list[tuple[Obj, str]], before: list[str]
+) -> tuple[tuple[Obj, str], ...]:
+    """gang.go's message for every pending task of a job that cannot start whole, with the first task
+    that did not fit and why (judged after ``before``, the tasks placed ahead of it: none of them is
+    bound, so the reason says its numbers are what would remain)."""
     if job.minimum <= 1:
         return tuple(failed)
     missing = job.minimum - job.running - placed
-    blocker = f"; {pod_key(failed[0][0]).split('/', 1)[1]}: {failed[0][1]}" if failed else ""
+    blocker = ""
+    if failed:
+        task = pod_key(failed[0][0]).split("/", 1)[1]
+        blocker = f"; {judged_after(task, before)}: {failed[0][1]}"
     message = (
         f"{missing}/{len(job.tasks) + job.running} tasks in gang unschedulable: gang {job.name} needs "
         f"{job.minimum} (minMember), {job.running + placed} can run{blocker}"
