@@ -12,16 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
 
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION, GpuDevice, Mode, parse_registration
+from vgpu_guard.engine.objects import ObjMap
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.resources import scheduler_units
 
 __all__ = ["ClusterView", "NodeInfo", "Taint", "node_info"]
-
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +61,7 @@ class NodeInfo:
         return bool(self.gpus) and self.gpu_problem is None
 
 
-def _condition_true(obj: Obj, kind: str) -> bool:
+def _condition_true(obj: ObjMap, kind: str) -> bool:
     status = obj.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     if not isinstance(conditions, list):
@@ -79,7 +77,7 @@ def _str_map(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items() if isinstance(k, str)}
 
 
-def node_info(obj: Obj, config: GuardConfig) -> NodeInfo:
+def node_info(obj: ObjMap, config: GuardConfig) -> NodeInfo:
     """Parse a Node object; never raises (problems are recorded on the result)."""
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
@@ -142,28 +140,28 @@ class ClusterView:
     """
 
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
-    queues: Mapping[str, Obj] = field(default_factory=dict)
-    podgroups: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
+    queues: Mapping[str, ObjMap] = field(default_factory=dict)
+    podgroups: Mapping[tuple[str, str], ObjMap] = field(default_factory=dict)
     # Volcano HyperNodes by name (topology.volcano.sh/v1alpha1), for IB clusters by tier.
-    hypernodes: Mapping[str, Obj] = field(default_factory=dict)
+    hypernodes: Mapping[str, ObjMap] = field(default_factory=dict)
     # Our GPULedger objects by node name, and GangPlacements by (namespace, group).
-    ledgers: Mapping[str, Obj] = field(default_factory=dict)
-    gang_placements: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
+    ledgers: Mapping[str, ObjMap] = field(default_factory=dict)
+    gang_placements: Mapping[tuple[str, str], ObjMap] = field(default_factory=dict)
     synced: bool = True
     # Where the state came from, for messages and review output ("cluster", "file x.yaml", ...).
     source: str = "cluster"
 
     @classmethod
     def from_objects(
-        cls, objects: Iterable[Obj], config: GuardConfig, *, synced: bool = True, source: str = "cluster"
+        cls, objects: Iterable[ObjMap], config: GuardConfig, *, synced: bool = True, source: str = "cluster"
     ) -> ClusterView:
         """Build a view from raw API objects of any kind; unknown kinds are ignored."""
         nodes: dict[str, NodeInfo] = {}
-        queues: dict[str, Obj] = {}
-        podgroups: dict[tuple[str, str], Obj] = {}
-        hypernodes: dict[str, Obj] = {}
-        ledgers: dict[str, Obj] = {}
-        placements: dict[tuple[str, str], Obj] = {}
+        queues: dict[str, ObjMap] = {}
+        podgroups: dict[tuple[str, str], ObjMap] = {}
+        hypernodes: dict[str, ObjMap] = {}
+        ledgers: dict[str, ObjMap] = {}
+        placements: dict[tuple[str, str], ObjMap] = {}
         for obj in objects:
             kind = obj.get("kind")
             metadata = obj.get("metadata")
@@ -193,7 +191,7 @@ class ClusterView:
             source=source,
         )
 
-    def with_admitted(self, obj: Obj) -> ClusterView:
+    def with_admitted(self, obj: ObjMap) -> ClusterView:
         """The view after ``obj`` was admitted or recorded (offline review and simulate: each queue
         sees the previous ones, each gang member sees its group's placement)."""
         metadata = obj.get("metadata")

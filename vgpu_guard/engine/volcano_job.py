@@ -17,11 +17,11 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.untrusted import as_mapping
 
 __all__ = ["GROUP_ANNOTATION", "is_volcano_job", "pod_from_template", "volcano_job_pods", "volcano_podgroup"]
 
-Obj = dict[str, Any]
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 _API_GROUP = "batch.volcano.sh"

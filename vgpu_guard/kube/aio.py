@@ -25,13 +25,13 @@ import aiohttp
 from kubernetes.aio import client as kclient
 from kubernetes.aio import config as kconfig
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
 from vgpu_guard.kube.errors import KubeError, Request, Unavailable, error_from_status
 from vgpu_guard.kube.resources import PODS, Resource
 
 __all__ = ["AioClusterClient"]
 
-Obj = dict[str, Any]
 _Anys = list[Any]  # inside the client, `list` is the LIST verb
 _Strings = list[str]
 _PATCH_TYPES = {"merge": "application/merge-patch+json", "json": "application/json-patch+json"}

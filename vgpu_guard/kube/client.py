@@ -18,11 +18,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["ClusterClient", "ObjectList", "WatchEvent", "list_all"]
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Expired, NotFound, Unsupported
@@ -34,7 +35,6 @@ __all__ = ["Informer", "InformerEvent", "Key", "key_of"]
 
 log = logging.getLogger("vgpu_guard.kube.informer")
 
-Obj = dict[str, Any]
 # (namespace, name); namespace is "" for cluster-scoped objects.
 Key = tuple[str, str]
 

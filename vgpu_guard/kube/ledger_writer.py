@@ -23,7 +23,6 @@ import logging
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -31,6 +30,7 @@ from vgpu_guard.engine.arbiter import Refused, Reserved
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.resources import LEDGERS
@@ -39,7 +39,6 @@ __all__ = ["Decide", "LedgerWriteMetrics", "LedgerWriter", "WriteFailed"]
 
 log = logging.getLogger("vgpu_guard.ledger")
 
-Obj = dict[str, Any]
 # A reservation's decision on a ledger version (engine.arbiter.arbitrate with its inputs bound).
 Decide = Callable[[NodeLedger], Reserved | Refused]
 

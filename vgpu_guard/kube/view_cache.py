@@ -19,14 +19,13 @@ from typing import Any
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo, node_info
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.informer import Informer, InformerEvent
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, HYPERNODES, LEDGERS, NODES, PODGROUPS, QUEUES
 
 __all__ = ["ClusterCache", "CopiedWhenRead"]
-
-Obj = dict[str, Any]
 
 
 class CopiedWhenRead(Mapping[str, Any]):

@@ -32,6 +32,7 @@ from typing import Any
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import Action, GuardConfig
 from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from, not_synced
+from vgpu_guard.engine.objects import ObjMap
 from vgpu_guard.engine.quantity import QuantityError, format_quantity, parse_quantity
 from vgpu_guard.engine.rules.display import show
 from vgpu_guard.engine.violations import Violation
@@ -51,7 +52,6 @@ __all__ = [
     "validate_queue",
 ]
 
-Obj = Mapping[str, Any]
 
 # Volcano's hierarchy root: it stands for the whole cluster and has no guarantee of its own.
 ROOT_QUEUE = "root"
@@ -127,11 +127,11 @@ def _mapping(obj: object, *keys: str) -> Mapping[str, Any]:
     return obj if isinstance(obj, Mapping) else {}
 
 
-def _name(obj: Obj) -> str:
+def _name(obj: ObjMap) -> str:
     return str(_mapping(obj, "metadata").get("name") or "")
 
 
-def _parent(obj: Obj) -> str:
+def _parent(obj: ObjMap) -> str:
     parent = _mapping(obj, "spec").get("parent")
     return parent if isinstance(parent, str) else ""
 
@@ -142,7 +142,7 @@ _CAPABILITY = ("spec.capability", ("spec", "capability"))
 _DESERVED = ("spec.deserved", ("spec", "deserved"))
 
 
-def _amounts(obj: Obj, keys: tuple[str, ...]) -> dict[str, Fraction]:
+def _amounts(obj: ObjMap, keys: tuple[str, ...]) -> dict[str, Fraction]:
     """The parseable, non-negative amounts of one resource list (bad ones are ``field_violations``)."""
     out: dict[str, Fraction] = {}
     for resource, raw in _mapping(obj, *keys).items():
@@ -167,7 +167,7 @@ class QueueTree:
     parents: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_queues(cls, queues: Iterable[Obj]) -> QueueTree:
+    def from_queues(cls, queues: Iterable[ObjMap]) -> QueueTree:
         guarantees: dict[str, Mapping[str, Fraction]] = {}
         parents: dict[str, str] = {}
         for obj in queues:
@@ -177,7 +177,7 @@ class QueueTree:
                 parents[name] = _parent(obj)
         return cls(guarantees=guarantees, parents=parents)
 
-    def replaced(self, name: str, obj: Obj | None) -> QueueTree:
+    def replaced(self, name: str, obj: ObjMap | None) -> QueueTree:
         guarantees = {k: v for k, v in self.guarantees.items() if k != name}
         parents = {k: v for k, v in self.parents.items() if k != name}
         if obj is not None:
@@ -253,7 +253,7 @@ DESERVED_REQUIRED_FROM = (1, 14)
 EVERY_RELEASE = (1, 0)
 
 
-def _deserved_missing(obj: Obj, release: tuple[int, int] | None) -> list[Violation]:
+def _deserved_missing(obj: ObjMap, release: tuple[int, int] | None) -> list[Violation]:
     """Volcano 1.14+ denies a guaranteed resource without a deserved entry; so do we, for that release."""
     if release is not None and release < DESERVED_REQUIRED_FROM:
         return []
@@ -273,7 +273,7 @@ def _deserved_missing(obj: Obj, release: tuple[int, int] | None) -> list[Violati
     ]
 
 
-def field_violations(obj: Obj, *, release: tuple[int, int] | None) -> list[Violation]:
+def field_violations(obj: ObjMap, *, release: tuple[int, int] | None) -> list[Violation]:
     """Checks of the queue alone: quantities, guarantee <= capability, deserved between the two.
 
     ``release`` is the Volcano (major, minor) whose rules apply (``queues.volcanoVersion``; None:
@@ -347,7 +347,7 @@ class QueueCheck:
     warnings: tuple[str, ...] = ()
 
 
-def _parent_violations(name: str, obj: Obj, after: QueueTree) -> list[Violation]:
+def _parent_violations(name: str, obj: ObjMap, after: QueueTree) -> list[Violation]:
     parent = _parent(obj)
     if parent in ("", ROOT_QUEUE):
         return []
@@ -424,7 +424,7 @@ def _capacity_message(
     )
 
 
-def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: GuardConfig) -> QueueCheck:
+def validate_queue(obj: ObjMap, *, old: ObjMap | None, view: ClusterView, config: GuardConfig) -> QueueCheck:
     """All findings for a Queue CREATE (``old`` None) or UPDATE, against a synced view.
 
     The incoming queue replaces the view's queue of the same name. A finding against the other
@@ -446,7 +446,7 @@ def validate_queue(obj: Obj, *, old: Obj | None, view: ClusterView, config: Guar
     return QueueCheck(violations=tuple(violations), warnings=tuple(warnings))
 
 
-def _sibling_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree) -> list[Violation]:
+def _sibling_violations(name: str, obj: ObjMap, before: QueueTree, after: QueueTree) -> list[Violation]:
     """The queue's guarantee pushes its parent's children past the parent's own guarantee (and
     this change made it worse, or moved the queue under that parent)."""
     parent = _parent(obj)
@@ -472,7 +472,7 @@ def _sibling_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree
     return out
 
 
-def _children_violations(name: str, obj: Obj, before: QueueTree, after: QueueTree) -> list[Violation]:
+def _children_violations(name: str, obj: ObjMap, before: QueueTree, after: QueueTree) -> list[Violation]:
     """The queue's children guarantee more than the queue itself (a new queue, or worse than before)."""
     if not after.children(name):
         return []
@@ -487,7 +487,7 @@ def _children_violations(name: str, obj: Obj, before: QueueTree, after: QueueTre
 
 
 def _capacity_findings(
-    name: str, obj: Obj, before: QueueTree, after: QueueTree, *, view: ClusterView, config: GuardConfig
+    name: str, obj: ObjMap, before: QueueTree, after: QueueTree, *, view: ClusterView, config: GuardConfig
 ) -> tuple[list[Violation], list[str]]:
     """The queues' guarantees against the cluster's capacity, per resource the queue guarantees:
     a violation when this change grows a total past capacity; a warning when the total is already

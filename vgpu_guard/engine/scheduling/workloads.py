@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from vgpu_guard.engine.objects import ObjMap
 from vgpu_guard.engine.resources import Resources, add_into
 from vgpu_guard.engine.scheduling.facts import HostPort, PodFacts, has_required_anti_affinity
 from vgpu_guard.engine.untrusted import as_mapping
 
 __all__ = ["NodeUsage", "Workloads"]
 
-Obj = Mapping[str, Any]
-P = TypeVar("P", bound=Obj)
+P = TypeVar("P", bound=ObjMap)
 # A deferred pod: the object as it was when placed, and what derives its facts.
 Deferred = tuple[Any, Callable[[Any], PodFacts]]
 
@@ -55,9 +55,9 @@ class Workloads:
         self,
         placed: Iterable[tuple[PodFacts, str]] = (),
         *,
-        claims: Iterable[Obj] = (),
-        volumes: Iterable[Obj] = (),
-        namespaces: Iterable[Obj] = (),
+        claims: Iterable[ObjMap] = (),
+        volumes: Iterable[ObjMap] = (),
+        namespaces: Iterable[ObjMap] = (),
     ) -> None:
         self._usage: dict[str, NodeUsage] = {}
         self._where: dict[str, str] = {}
@@ -66,11 +66,11 @@ class Workloads:
         # Moves on every change of a node's pods: an evaluation of the node remembered at an
         # earlier count is stale (the allocator's equivalence memo compares it).
         self._epochs: dict[str, int] = {}
-        self.claims: dict[tuple[str, str], Obj] = {}
+        self.claims: dict[tuple[str, str], ObjMap] = {}
         for claim in claims:
             meta = as_mapping(claim.get("metadata"))
             self.claims[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = claim
-        self.volumes: dict[str, Obj] = {
+        self.volumes: dict[str, ObjMap] = {
             str(as_mapping(v.get("metadata")).get("name") or ""): v for v in volumes
         }
         self.namespace_labels: dict[str, Mapping[str, str]] = {
@@ -83,13 +83,17 @@ class Workloads:
             self.assume(facts, node)
 
     def set_objects(
-        self, *, claims: Iterable[Obj] = (), volumes: Iterable[Obj] = (), namespaces: Iterable[Obj] = ()
+        self,
+        *,
+        claims: Iterable[ObjMap] = (),
+        volumes: Iterable[ObjMap] = (),
+        namespaces: Iterable[ObjMap] = (),
     ) -> None:
         """Replace the claims, volumes and namespace labels (a long-lived instance, read per pass)."""
         fresh = Workloads(claims=claims, volumes=volumes, namespaces=namespaces)
         self.claims, self.volumes, self.namespace_labels = fresh.claims, fresh.volumes, fresh.namespace_labels
 
-    def volume_of(self, namespace: str, claim: str) -> Obj | None:
+    def volume_of(self, namespace: str, claim: str) -> ObjMap | None:
         """The PersistentVolume a claim is bound to (None: no claim, unbound, or no such volume)."""
         spec = as_mapping(as_mapping(self.claims.get((namespace, claim))).get("spec"))
         return self.volumes.get(str(spec.get("volumeName") or ""))
@@ -135,7 +139,7 @@ class Workloads:
         if has_required_anti_affinity(pod):
             self._anti.add(uid)
 
-    def refresh(self, uid: str, pod: Obj) -> None:
+    def refresh(self, uid: str, pod: ObjMap) -> None:
         """A newer version of a pod not counted yet: derive from it when its node is read, and do
         not keep the old version alive meanwhile (at 100,000 pods, every status update would)."""
         node = self._where.get(uid)
