@@ -9,7 +9,8 @@ pass, so every new pod waited seconds. ``World`` instead keeps, across passes:
 - indexes over those records: which pods are pending for us, which nodes wait for the plugin's
   handshake, whole-card GPUs per node, running gang members, bound pods per node, ledger entries
   by pod UID;
-- the allocator and the workloads, updated per changed node, ledger and pod (``Engine``).
+- the allocator (``World.allocator``: one ``Allocator``, kept in step) and the workloads, updated
+  per changed node, ledger and pod.
 
 ``update`` returns ``Changes``: the pods and ledger entries that must be checked again (release,
 verify, adopt) and the nodes whose invariants may have changed. Nothing here talks to the API.
