@@ -37,6 +37,7 @@ from vgpu_guard.webhook.arbiter import Arbiter
 from vgpu_guard.webhook.audit_fields import violation_fields
 from vgpu_guard.webhook.fresh_queues import with_stored_queues
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
+from vgpu_guard.webhook.pending_pods import PendingPods
 from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
 from vgpu_guard.webhook.views import ViewSource
@@ -82,9 +83,10 @@ VIEWS = web.AppKey("views", ViewSource)
 METRICS = web.AppKey("metrics", AdmissionMetrics)
 # The admission path's few API calls, each with a short timeout: recording a gang's placement and
 # reading a missing PodGroup (webhook/recording.py), reading the stored Queues for a Queue write
-# (webhook/fresh_queues.py), and the arbiter's pod read and ledger write for a write that carries a
-# GPU assignment (webhook/arbiter.py, bounded by arbiter.writeTimeoutSeconds). Pods are otherwise
-# judged on the cache alone.
+# (webhook/fresh_queues.py), and the arbiter's ledger write for a write that carries a GPU
+# assignment, with a pod read when its cache of unbound pods lacks a Binding's pod
+# (webhook/arbiter.py, bounded by arbiter.writeTimeoutSeconds). Pods are otherwise judged on the
+# cache alone.
 CLIENT = web.AppKey("client", ClusterClient)
 ARBITER = web.AppKey("arbiter", Arbiter)
 
@@ -231,8 +233,10 @@ def create_app(
     client: ClusterClient | None = None,
     middlewares: Iterable[Any] = (),
     clock: Callable[[], float] = time.time,
+    pods: PendingPods | None = None,
 ) -> web.Application:
-    """The admission application (TLS and the listening socket belong to ``webhook.server``)."""
+    """The admission application (TLS and the listening socket belong to ``webhook.server``, and so
+    does running ``pods``, the arbiter's cache of unbound pods)."""
     app = web.Application(
         client_max_size=config.webhook.max_request_bytes, middlewares=[*middlewares, _contain_bugs]
     )
@@ -252,7 +256,7 @@ def create_app(
         if client is not None
         else None
     )
-    app[ARBITER] = Arbiter(views=views.snapshot, client=client, writer=writer, clock=clock)
+    app[ARBITER] = Arbiter(views=views.snapshot, client=client, writer=writer, clock=clock, pods=pods)
     for route in ROUTES:
         app.router.add_post(route.path, _handler(route))
     return app

@@ -10,10 +10,12 @@ CREATE the webhook receives:
    node) before the write is allowed. An assignment that would overflow a GPU is denied with one
    line per GPU, so it never reaches the pod; Volcano resyncs the task and decides again.
 
-A Binding carries annotations and a node but not the pod, so the pod is read (one GET: its vGPU
-containers decide which entry is whose). Dry run decides without reserving. Anything that keeps
-the ledger from being read or written answers 503 (fail closed: the write is retried, and an
-outage pauses vGPU binds, nothing else: the webhook entry only sees writes that carry one).
+A Binding carries annotations and a node but not the pod, whose vGPU containers decide which entry
+is whose: it comes from the webhook's cache of unbound pods when that is synced and holds the
+Binding's UID (webhook/pending_pods.py), else from one GET. Dry run decides without reserving.
+Anything that keeps the ledger from being read or written answers 503 (fail closed: the write is
+retried, and an outage pauses vGPU binds, nothing else: the webhook entry only sees writes that
+carry one).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.ledger_writer import LedgerWriter, WriteFailed
 from vgpu_guard.kube.resources import PODS
 from vgpu_guard.logs import audit
+from vgpu_guard.webhook.pending_pods import PendingPods
 
 __all__ = ["Arbiter"]
 
@@ -73,6 +76,8 @@ class Arbiter:
     client: ClusterClient | None
     writer: LedgerWriter | None
     clock: Callable[[], float] = time.time
+    # The unbound pods a Binding's pod is read from before a GET is needed (None: always a GET).
+    pods: PendingPods | None = None
 
     async def admit(self, request: AdmissionRequest, config: GuardConfig) -> AdmissionDecision:
         """The allocation webhook's answer (see the module docstring)."""
@@ -123,9 +128,16 @@ class Arbiter:
     async def _pod(
         self, request: AdmissionRequest, written: WrittenAssignment
     ) -> Obj | AdmissionDecision | None:
-        """The pod the assignment is for: the object itself on UPDATE, read (one GET) for a Binding."""
+        """The pod the assignment is for: the object itself on UPDATE; for a Binding, the cached
+        unbound pod with the Binding's UID, else one GET."""
         if written.via != "Binding":
             return request.object
+        metadata = request.object.get("metadata") if request.object is not None else None
+        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+        if self.pods is not None and isinstance(uid, str):
+            cached = self.pods.get(request.namespace, request.name, uid)
+            if cached is not None:
+                return cached
         if self.client is None:
             return _unavailable("the webhook has no API client to read the pod")
         try:
@@ -134,8 +146,6 @@ class Arbiter:
             return None
         except KubeError as e:
             return _unavailable(f"reading pod {request.namespace}/{request.name}: {e}")
-        metadata = request.object.get("metadata") if request.object is not None else None
-        uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
         pod_meta = pod.get("metadata")
         if uid and isinstance(pod_meta, Mapping) and pod_meta.get("uid") != uid:
             return None  # another pod of that name: the Binding's UID precondition fails it

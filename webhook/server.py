@@ -32,6 +32,7 @@ from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.ops_http import OpsServer
 from vgpu_guard.webhook.app import METRICS, create_app
 from vgpu_guard.webhook.metrics import AdmissionMetrics
+from vgpu_guard.webhook.pending_pods import PendingPods
 from vgpu_guard.webhook.views import ViewSource
 
 __all__ = ["RunningWebhook", "running_webhook"]
@@ -48,6 +49,8 @@ class RunningWebhook:
     port: int
     ops_port: int
     registry: CollectorRegistry
+    # The arbiter's cache of unbound pods (None without an API client).
+    pods: PendingPods | None = None
 
     @property
     def url(self) -> str:
@@ -222,14 +225,22 @@ async def running_webhook(
     """Serve admission over TLS (and /metrics, /healthz, /readyz in plain HTTP) until the block exits.
 
     Readiness: the view must be synced (caches listed once) and ``ready`` (the process's own
-    checks, such as "a certificate is loaded") must hold.
+    checks, such as "a certificate is loaded") must hold. With a ``client``, the arbiter's cache of
+    unbound pods runs while the server does; readiness does not wait for it (until it has listed,
+    a Binding's pod is read with a GET).
     """
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
     host = host if host is not None else settings.host
     guard = _ConnectionGuard(settings)
+    pods = PendingPods(client) if client is not None else None
     app = create_app(
-        config=config, views=views, registry=registry, client=client, middlewares=[guard.middleware()]
+        config=config,
+        views=views,
+        registry=registry,
+        client=client,
+        middlewares=[guard.middleware()],
+        pods=pods,
     )
     guard.metrics = app[METRICS]
     loop = asyncio.get_running_loop()
@@ -264,13 +275,19 @@ async def running_webhook(
     )
     await runner.setup()
     ops = OpsServer(registry=registry, ready=is_ready)
+    watching = asyncio.create_task(pods.run(), name="informer-pending-pods") if pods is not None else None
     try:
         site = _GuardedSite(
             runner, host, settings.port if port is None else port, ssl_context=ssl_context, guard=guard
         )
         await site.start()
         ops_bound = await ops.start(host, settings.metrics_port if ops_port is None else ops_port)
-        yield RunningWebhook(host=host, port=_bound_port(site), ops_port=ops_bound, registry=registry)
+        yield RunningWebhook(
+            host=host, port=_bound_port(site), ops_port=ops_bound, registry=registry, pods=pods
+        )
     finally:
+        if watching is not None:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
         await ops.stop()
         await runner.cleanup()

@@ -5,6 +5,7 @@ The webhook's cache holds the node; the API double stores the pods and the ledge
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from importlib import resources
@@ -20,7 +21,7 @@ from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import decode_ledger
-from vgpu_guard.kube.errors import NotFound
+from vgpu_guard.kube.errors import NotFound, Unavailable
 from vgpu_guard.kube.resources import CRDS, LEDGERS, PODS
 from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
@@ -149,3 +150,57 @@ async def test_a_writer_check_set_to_warn_keeps_its_warning_and_the_assignment_i
         "[allocation-annotations] metadata.annotations[volcano.sh/vgpu-ids-new]"
     ]
     assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
+
+
+async def synced(running: RunningWebhook) -> None:
+    assert running.pods is not None
+    async with asyncio.timeout(5):
+        await running.pods.informer.wait_synced()
+
+
+async def test_a_bindings_pod_comes_from_the_cache_of_unbound_pods_without_a_get(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    """Issue 35's benchmark: one GET of the pod was a whole request on every Binding's path. A pod
+    the synced cache holds with the Binding's UID is not read again: here every pod GET fails, and
+    the Binding is still reserved (it was a 503)."""
+    faults = FaultPlan()
+    store, client = api(faults)
+    pod = stored_pod(store, "web-0")
+    async with webhook(server_ssl, client) as running:
+        await synced(running)
+        faults.add(verb="get", resource=PODS, error=Unavailable("the pod GET was sent"), times=None)
+        answer = await post(http, running, binding_review(pod, "GPU-gpu-0-0,NVIDIA,12288,0:;"))
+    assert answer["allowed"] is True
+    assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
+    assert ("get", "pods") not in faults.log
+
+
+async def test_a_pod_the_cache_cannot_vouch_for_is_read_with_a_get(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    """Not listed yet, or cached under another UID (deleted and created again under its name): the
+    pod is read as stored, and an old UID finds no pod (the Binding's UID precondition fails it)."""
+    faults = FaultPlan()
+    faults.add(verb="list", resource=PODS, delay=30.0)  # the first LIST hangs: never synced
+    faults.add(verb="get", resource=PODS, delay=0.001, times=None)  # counts the GETs
+    store, client = api(faults)
+    pod = stored_pod(store, "web-0")
+    raw = "GPU-gpu-0-0,NVIDIA,12288,0:;"
+    async with webhook(server_ssl, client) as running:
+        assert running.pods is not None and not running.pods.synced
+        assert (await post(http, running, binding_review(pod, raw)))["allowed"] is True
+        assert faults.log == [("list", "pods"), ("get", "pods")]
+    assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
+
+    faults = FaultPlan()
+    store, client = api(faults)
+    pod = stored_pod(store, "web-1")
+    async with webhook(server_ssl, client) as running:
+        await synced(running)
+        faults.add(verb="get", resource=PODS, delay=0.001, times=None)  # counts the GETs
+        old = {**pod, "metadata": {**pod["metadata"], "uid": "the-uid-of-a-deleted-web-1"}}
+        assert (await post(http, running, binding_review(old, raw)))["allowed"] is True
+        assert faults.log == [("get", "pods")]
+    with contextlib.suppress(NotFound):
+        assert decode_ledger(store.get(LEDGERS, "gpu-0")).allocations == {}
