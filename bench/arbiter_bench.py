@@ -493,6 +493,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 await admin.create(NAMESPACES, namespace)
             await service_account_ready(admin, NAMESPACE)
             webhook = await guard.process("webhook", WEBHOOK_ID)
+            if args.profile:
+                # cProfile writes its file when the process exits (the SIGTERM at the end of the run).
+                webhook.argv = [sys.executable, "-m", "cProfile", "-o", args.profile, *webhook.argv]
             STARTED.append(webhook)
             await guard.ensure("webhook", WEBHOOK_ID)
             async with background(fleet.heartbeat()), volcano_client(backend, admin) as volcano:
@@ -839,11 +842,19 @@ def main() -> int:
     parser.add_argument(
         "--put-sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 10, 30, 60, 120]
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="run the webhook under cProfile and write its profile to FILE (read with pstats); "
+        "profiling slows the webhook, so its latencies are not the product's",
+    )
     parser.add_argument("--smoke", action="store_true", help="10 nodes, 20 binds/s for 1 s, a 16-pod gang")
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.rate, args.seconds, args.segments = 10, 20.0, 1.0, 1
         args.gang, args.gang_nodes, args.rounds, args.warmup, args.probes = 16, 2, 1, 5, 40
+    if args.profile:
+        args.profile = str(Path(args.profile).resolve())  # the webhook runs in another directory
     if args.gang > args.gang_nodes * GPUS:
         parser.error(f"--gang: at most {GPUS} members a node (one card each)")
     socket.setdefaulttimeout(60)
