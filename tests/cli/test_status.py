@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from tests.builders import config_with
+from tests.controller.allocation_testkit import Cluster
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
 from tests.engine.test_queues import queue
 from vgpu_guard.apidouble.server import serve_double
@@ -25,6 +27,7 @@ from vgpu_guard.engine.ledger import (
     encode_ledger,
 )
 from vgpu_guard.engine.ledger_summary import ledger_summary
+from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NAMESPACES, NODES, PODS, QUEUES
 
 CRDS_DIR = Path(__file__).resolve().parents[2] / "vgpu_guard" / "data" / "crds"
@@ -125,6 +128,8 @@ NODE   MODE       GPUS  FULL  MEMORY-MiB   MEM%  CORES%  PODS  MIG  FULLEST-GPU
 gpu-0  hami-core  4     1     43008/98304  43%   80/400  2     0    GPU-gpu-0-0 (100%)
 mig-0  mig        2     0     10240/81920  12%   0/200   1     1    GPU-mig-0-0 (25%)
 
+Ledger violations: 0
+
 Pending vGPU pods: 2
   team-b/big  Unschedulable: 0/2 nodes are available: 3 GPUs have no free memory, 1 GPU has 24576 MiB free <
     30000 MiB requested
@@ -185,14 +190,16 @@ def test_problems_one_screen_limits_and_an_empty_fleet() -> None:
         fleet_status(nodes=nodes()[:1], ledgers=[broken, orphan], pods=many, queues=over, config=config())
     )
     assert text == (
-        "3 GPU nodes, 4 GPUs (0 full), 100/98304 MiB reserved (0%), 1 pod holding GPUs, 0 MIG instances in use\n"
+        "3 GPU nodes, 4 GPUs (0 full), 0/98304 MiB reserved (0%), 1 pod holding GPUs, 0 MIG instances in use\n"
         "\n"
         "NODE   MODE       GPUS  FULL  MEMORY-MiB  MEM%  CORES%  PODS  MIG  FULLEST-GPU\n"
         "gone   -          0     0     0/0         -     0/0     0     0    -\n"
         "gpu-0  hami-core  4     0     0/98304     0%    0/400   0     0    GPU-gpu-0-0 (0%)\n"
-        "old    -          0     0     100/0       -     0/0     1     0    -\n"
+        "old    -          0     0     0/0         -     0/0     1     0    -\n"
         "  gone: ledger unreadable, figures left out: GPULedger gone: spec.allocations must be a list\n"
-        "  old: no Node of this name (deleted?); figures from its ledger only\n"
+        "  old: no Node of this name (deleted?); its ledger holds 100 MiB for 1 pod, not counted above\n"
+        "\n"
+        "Ledger violations: 0\n"
         "\n"
         "Pending vGPU pods: 12\n"
         + "".join(f"  team-b/p{i:02}  Unschedulable: queue q1 is full\n" for i in range(10))
@@ -206,6 +213,8 @@ def test_problems_one_screen_limits_and_an_empty_fleet() -> None:
     empty = fleet_status(nodes=[], ledgers=[], pods=[], queues=[], config=config())
     assert render_text(empty) == (
         "0 GPU nodes, 0 GPUs (0 full), 0/0 MiB reserved (-), 0 pods holding GPUs, 0 MIG instances in use\n"
+        "\n"
+        "Ledger violations: 0\n"
         "\n"
         "Pending vGPU pods: 0\n"
         "\n"
@@ -414,3 +423,93 @@ def test_status_adds_only_the_permissions_it_needs_to_an_errors_own_remedy() -> 
     )
     assert _remedy(Unavailable("down")) == ""
     assert _remedy(Invalid("odd")) == ""
+
+
+# --- a forged assignment on a device the node does not register (issue 38 item 2) ------------------
+
+
+def _forged_fleet() -> Cluster:
+    """gpu-0 registers 8 cards of 24576 MiB; Volcano bound two pods (36864 MiB on two of them), and a
+    pod created with a forged assignment naming a card gpu-0 does not have was bound in a namespace
+    the webhooks did not cover, then adopted by the controller."""
+    cluster = Cluster([gpu_node("gpu-0", 8)])
+    cluster.bound_with_assignment("train", node="gpu-0", ids="GPU-gpu-0-0,NVIDIA,24576,0:", memory=24576)
+    cluster.bound_with_assignment("infer", node="gpu-0", ids="GPU-gpu-0-1,NVIDIA,12288,0:", memory=12288)
+    cluster.bound_with_assignment("forged", node="gpu-0", ids="GPU-not-here,NVIDIA,24576,0:", memory=24576)
+    return cluster
+
+
+def _objects_status(cluster: Cluster) -> FleetStatus:
+    return fleet_status(
+        nodes=typed_items(cluster.store.list(NODES).items, NODES),
+        ledgers=typed_items(cluster.store.list(LEDGERS).items, LEDGERS),
+        pods=cluster.pods(),
+        queues=[],
+        config=cluster.config,
+    )
+
+
+async def test_status_counts_registered_devices_and_names_every_violation_as_the_metrics_do() -> None:
+    """status showed gpu-0 at 61440/196608 with no violation line: it added the 24576 MiB held on a
+    uuid the node does not register, which the controller's metrics leave out (36,864 MiB) and its
+    vgpu_guard_ledger_violations counts. Now both count from the same engine code, and every
+    violation counted is a line."""
+    cluster = _forged_fleet()
+    registry = CollectorRegistry()
+    await cluster.converge(cluster.replica(registry=registry))
+    assert set(cluster.ledgers()["gpu-0"].allocations) == {p["metadata"]["uid"] for p in cluster.pods()}
+    metric_used = sum(
+        registry.get_sample_value(
+            "vgpu_guard_gpu_memory_used_bytes", {"node": "gpu-0", "gpu": f"GPU-gpu-0-{i}"}
+        )
+        or 0
+        for i in range(8)
+    )
+    metric_violations = registry.get_sample_value("vgpu_guard_ledger_violations", {"node": "gpu-0"})
+    assert (metric_used // 2**20, metric_violations) == (36864, 1)
+
+    status = _objects_status(cluster)
+    [node] = status.nodes
+    assert sum(g.memory_mib for g in node.cards) * 2**20 == metric_used
+    assert len(node.violations) == metric_violations
+    text = render_text(status, width=110)
+    assert text.splitlines()[0].startswith("1 GPU node, 8 GPUs (1 full), 36864/196608 MiB reserved (18%)")
+    assert "gpu-0  hami-core  8     1     36864/196608  18%   0/800   3     0    GPU-gpu-0-0 (100%)" in text
+    assert (
+        "\nLedger violations: 1 (vgpu_guard_ledger_violations counts the same)\n"
+        "  gpu-0: GPU GPU-not-here is not registered on node gpu-0 but held by default/forged (24576 MiB, not counted\n"
+        "    above)\n"
+    ) in text
+    assert status_json(status)["nodes"][0]["violations"] == [
+        {
+            "gpu": "GPU-not-here",
+            "kind": "unknown-gpu",
+            "message": "GPU GPU-not-here is not registered on node gpu-0 but held by default/forged "
+            "(24576 MiB, not counted above)",
+        }
+    ]
+
+
+def test_every_violation_counted_gets_a_line() -> None:
+    """Each broken invariant the controller counts is named (one screen: the first ten, then how many
+    more); over-capacity cards stay counted as reserved, their excess named."""
+    node = gpu_node("gpu-0", 2)
+    over = NodeLedger(
+        "gpu-0",
+        {
+            f"u{i}": held(
+                f"u{i}", f"p{i}", DeviceGrant("GPU-gpu-0-0", 12288, 0), DeviceGrant(f"GPU-gone-{i}", 1, 0)
+            )
+            for i in range(12)
+        },
+    )
+    status = fleet_status(nodes=[node], ledgers=[encode_ledger(over)], pods=[], queues=[], config=config())
+    lines = render_text(status).split("\nLedger violations: ", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert lines[0] == "14 (vgpu_guard_ledger_violations counts the same)"
+    assert lines[1].startswith(
+        "  gpu-0: GPU GPU-gone-0 is not registered on node gpu-0 but held by team-a/p0 (1 MiB"
+    )
+    assert lines[-1] == "  ... and 4 more (-o json lists them all)"
+    assert len(status_json(status)["nodes"][0]["violations"]) == 14
+    assert any("GPU GPU-gpu-0-0 on node gpu-0: 147456 MiB reserved > 24576 MiB capacity" in v.message
+               for v in status.nodes[0].violations)  # fmt: skip

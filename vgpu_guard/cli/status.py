@@ -16,8 +16,15 @@ can miss. Pods of ``admission.exemptNamespaces`` are skipped by design, and so a
 
 The figures are recomputed from the ledger entries and the nodes' registrations with the same code
 the controller uses (engine/ledger_summary.py), never taken from the ledgers' stored summary: that
-is derived and may be stale or hand-edited. ``fleet_status`` is pure (objects in, ``FleetStatus``
-out), so the rendering is golden-tested without a cluster; only ``run`` talks to the API server.
+is derived and may be stale or hand-edited. Like the controller's metrics, they count only the GPUs
+a node registers: memory an entry holds on a uuid the node does not register (a forged assignment,
+a card gone) has no capacity to be judged against, and is a ledger violation instead. Violations
+are the controller's own ``check_invariants``, one line each, so every one ``status`` counts is
+named (``vgpu_guard_ledger_violations`` also counts, until their pods end, entries the controller
+raised to their pod's assignment: those leave no trace in the objects).
+
+``fleet_status`` is pure (objects in, ``FleetStatus`` out), so the rendering is golden-tested
+without a cluster; only ``run`` talks to the API server.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION
-from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
+from vgpu_guard.engine.ledger import LedgerError, LedgerViolation, NodeLedger, check_invariants, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
 from vgpu_guard.engine.untrusted import as_mapping
@@ -57,6 +64,7 @@ Obj = Mapping[str, Any]
 # One screen: beyond these, the text says how many more (``-o json`` lists everything).
 PENDING_SHOWN = 10
 UNSEEN_SHOWN = 10
+VIOLATIONS_SHOWN = 10
 QUEUES_SHOWN = 6
 # Text is wrapped to the terminal, but never narrower than this: below it nothing reads.
 MIN_WIDTH = 40
@@ -64,17 +72,25 @@ MIN_WIDTH = 40
 
 @dataclass(frozen=True)
 class NodeStatus:
-    """One node that registers GPUs or has a ledger; ``problem``: why its figures are incomplete."""
+    """One node that registers GPUs or has a ledger; ``problem``: why its figures are incomplete;
+    ``violations``: the ledger's broken invariants against the registration (``check_invariants``)."""
 
     name: str
     info: NodeInfo | None
     ledger: NodeLedger
     gpus: tuple[GpuSummary, ...]
     problem: str | None = None
+    violations: tuple[LedgerViolation, ...] = ()
 
     @property
     def cards(self) -> tuple[GpuSummary, ...]:
+        """The GPUs the node registers: the only ones counted (the controller's metrics alike)."""
         return tuple(g for g in self.gpus if g.registered_mib is not None)
+
+    @property
+    def unregistered(self) -> tuple[GpuSummary, ...]:
+        """Uuids the ledger holds but the node does not register: not counted, reported."""
+        return tuple(g for g in self.gpus if g.registered_mib is None)
 
     @property
     def fullest(self) -> GpuSummary | None:
@@ -205,6 +221,13 @@ def _queues(view: ClusterView, config: GuardConfig) -> tuple[QueueResource, ...]
     return tuple(out)
 
 
+def _gone(ledger: NodeLedger, gpus: Sequence[GpuSummary]) -> str:
+    """A ledger whose Node is gone: nothing is registered, so nothing is counted; say what it holds."""
+    held = sum(g.memory_mib for g in gpus)
+    pods = plural(len(ledger.allocations), "pod")
+    return f"no Node of this name (deleted?); its ledger holds {held} MiB for {pods}, not counted above"
+
+
 def fleet_status(
     *,
     nodes: Iterable[Obj],
@@ -238,13 +261,10 @@ def fleet_status(
     for name in sorted(names):
         info = view.nodes.get(name)
         ledger = decoded.get(name) or NodeLedger(node=name)
-        problem = problems.get(name) or (
-            info.gpu_problem
-            if info is not None
-            else "no Node of this name (deleted?); figures from its ledger only"
-        )
         gpus = tuple(gpu_summaries(ledger, info, memory_factor=factor))
-        out.append(NodeStatus(name, info, ledger, gpus, problem))
+        problem = problems.get(name) or (info.gpu_problem if info is not None else _gone(ledger, gpus))
+        violations = tuple(check_invariants(ledger, info, memory_factor=factor)) if info is not None else ()
+        out.append(NodeStatus(name, info, ledger, gpus, problem, violations))
     return FleetStatus(
         nodes=tuple(out),
         pending=_pending(pods, config.scheduling.scheduler_name),
@@ -269,7 +289,7 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 def _node_row(node: NodeStatus) -> list[str]:
     cards = node.cards
     registered = sum(g.registered_mib or 0 for g in cards)
-    used = sum(g.memory_mib for g in node.gpus)
+    used = sum(g.memory_mib for g in cards)
     fullest = node.fullest
     return [
         node.name,
@@ -278,9 +298,9 @@ def _node_row(node: NodeStatus) -> list[str]:
         str(sum(1 for g in cards if g.full)),
         f"{used}/{registered}",
         _percent(used, registered),
-        f"{sum(g.cores for g in node.gpus)}/{100 * len(cards)}",
+        f"{sum(g.cores for g in cards)}/{100 * len(cards)}",
         str(len(node.ledger.allocations)),
-        str(sum(g.mig_instances for g in node.gpus)),
+        str(sum(g.mig_instances for g in cards)),
         f"{fullest.uuid} ({fullest.memory_percent}%)" if fullest is not None else "-",
     ]
 
@@ -303,10 +323,10 @@ def _wrapped(head: str, text: str, width: int) -> list[str]:
 
 def _headline(status: FleetStatus) -> str:
     cards = [g for n in status.nodes for g in n.cards]
-    used = sum(g.memory_mib for n in status.nodes for g in n.gpus)
+    used = sum(g.memory_mib for g in cards)
     registered = sum(g.registered_mib or 0 for g in cards)
     pods = sum(len(n.ledger.allocations) for n in status.nodes)
-    mig = sum(g.mig_instances for n in status.nodes for g in n.gpus)
+    mig = sum(g.mig_instances for g in cards)
     return (
         f"{plural(len(status.nodes), 'GPU node')}, {plural(len(cards), 'GPU')} "
         f"({sum(1 for g in cards if g.full)} full), {used}/{registered} MiB reserved "
@@ -321,6 +341,25 @@ def _node_lines(status: FleetStatus) -> list[str]:
     header = ["NODE", "MODE", "GPUS", "FULL", "MEMORY-MiB", "MEM%", "CORES%", "PODS", "MIG", "FULLEST-GPU"]
     lines = ["", *_table([header, *(_node_row(n) for n in status.nodes)])]
     return lines + [f"  {n.name}: {n.problem}" for n in status.nodes if n.problem]
+
+
+def _violation_text(node: NodeStatus, violation: LedgerViolation) -> str:
+    """The controller's message; on a uuid the node does not register, what it holds there too."""
+    if violation.kind != "unknown-gpu":
+        return violation.message
+    held = sum(g.memory_mib for g in node.unregistered if g.uuid == violation.gpu)
+    return f"{violation.message} ({held} MiB, not counted above)"
+
+
+def _violation_lines(status: FleetStatus, width: int) -> list[str]:
+    found = [(n, v) for n in status.nodes for v in n.violations]
+    why = " (vgpu_guard_ledger_violations counts the same)" if found else ""
+    lines = ["", *_wrapped("", f"Ledger violations: {len(found)}{why}", width)]
+    for node, violation in found[:VIOLATIONS_SHOWN]:
+        lines += _wrapped(f"  {node.name}: ", _violation_text(node, violation), width)
+    if len(found) > VIOLATIONS_SHOWN:
+        lines.append(f"  ... and {len(found) - VIOLATIONS_SHOWN} more (-o json lists them all)")
+    return lines
 
 
 def _pending_lines(status: FleetStatus, width: int) -> list[str]:
@@ -362,11 +401,13 @@ def _queue_lines(status: FleetStatus, width: int) -> list[str]:
 
 
 def render_text(status: FleetStatus, *, width: int = 110) -> str:
-    """The one-screen text (golden-tested): a headline, the node table, pending pods, pods the
-    webhook never saw, queues; reasons wrapped whole at ``width`` (the command: ``terminal_width``)."""
+    """The one-screen text (golden-tested): a headline, the node table, ledger violations, pending
+    pods, pods the webhook never saw, queues; reasons wrapped whole at ``width`` (the command:
+    ``terminal_width``)."""
     lines = [
         _headline(status),
         *_node_lines(status),
+        *_violation_lines(status, width),
         *_pending_lines(status, width),
         *_unseen_lines(status, width),
         *_queue_lines(status, width),
@@ -383,6 +424,9 @@ def status_json(status: FleetStatus) -> dict[str, Any]:
                 "mode": n.info.mode if n.info is not None else None,
                 "problem": n.problem,
                 "summary": ledger_summary(n.ledger, n.info, status.memory_factor),
+                "violations": [
+                    {"gpu": v.gpu, "kind": v.kind, "message": _violation_text(n, v)} for v in n.violations
+                ],
             }
             for n in status.nodes
         ],
