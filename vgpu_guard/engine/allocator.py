@@ -44,7 +44,7 @@ from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, Mi
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
 from vgpu_guard.engine.node_filter import node_rejection, readiness_rejection
-from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, judged_after, unavailable_message
+from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.scheduling import NodeConstraints, Prepared, Workloads, unsupported_message
