@@ -19,6 +19,11 @@ Per pass:
 3. write the changed ledgers (CAS, all nodes at once, bounded), hand the committed entries to the
    Binder (one binding in flight per node, the plugin's handshake), and report ``PodScheduled=False``
    with the reason for pods that cannot be placed.
+
+A write that fails for one node other than by a 409 (the CRD schema, an admission webhook, a 500)
+stops nothing but that node: its decisions are undone, it takes no new pod until its retry (with
+backoff, controller/unwritable.py), and it is reported on the Node and its GPULedger; every other
+node's writes and bindings go on in the same pass (issue 36). A 409 still ends the pass.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from vgpu_guard.controller.inputs import InputSource, ListedInputs
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.controller.unplaceable import UnplaceableMemo
+from vgpu_guard.controller.unwritable import UnwritableNodes, failure_reason
 from vgpu_guard.controller.world import PodRecord, World
 from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable, pod_queue
 from vgpu_guard.engine.annotations import VGPU_IDS
@@ -49,9 +55,10 @@ from vgpu_guard.engine.assignment import (
     encode_assignment,
     hold_larger,
 )
-from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_write, decode_ledger
+from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.podgroup_status import GangState
 from vgpu_guard.engine.scheduling import FactsMemo, PodFacts, Workloads
@@ -114,6 +121,14 @@ CONFIRM_BY_GET = 16
 # it is treated as expired: a bind-time of 9999999999 must not keep a node busy for ever (issue 36).
 CLOCK_SKEW_SECONDS = 60
 
+# A node whose ledger write failed is retried after this many seconds, doubling per failure in a row
+# up to NODE_RETRY_CAP_SECONDS (run_controller passes its own retry period and cap).
+NODE_RETRY_SECONDS = 2.0
+NODE_RETRY_CAP_SECONDS = 16.0
+
+# Ledger summaries compared with their node's registration per pass (the rest wait for the next).
+SUMMARY_CHECKS_PER_PASS = 256
+
 # Requests of one pass sent at once (ledger writes of different nodes, bindings, reports): enough to
 # keep the API server busy while this process decides nothing meanwhile, few enough that a pass over a
 # flood of unplaceable pods does not swamp it.
@@ -148,6 +163,10 @@ def release_reason(
     return None
 
 
+# One ledger write: the ledger as read, the ledger to write, the node's registration (for the summary).
+Write = tuple[NodeLedger, NodeLedger, NodeInfo | None]
+
+
 @dataclass
 class Reconciled:
     """Step 1's findings, written as one ledger per node."""
@@ -161,6 +180,27 @@ class Reconciled:
     @property
     def any(self) -> bool:
         return bool(self.released or self.repaired or self.adopted)
+
+
+def _without_nodes(step: Reconciled, nodes: set[str]) -> tuple[Reconciled, dict[str, None]]:
+    """``step`` less what it decided on ``nodes`` (not written), and the pods of those entries."""
+    left = {
+        entry.pod_uid: None
+        for entry, name in [
+            *((e, n) for e, n, _ in step.released),
+            *((e, n) for e, n, _ in step.repaired),
+            *step.adopted,
+        ]
+        if name in nodes
+    }
+    kept = Reconciled(
+        updated={n: ledger for n, ledger in step.updated.items() if n not in nodes},
+        released=[r for r in step.released if r[1] not in nodes],
+        repaired=[r for r in step.repaired if r[1] not in nodes],
+        invalid=step.invalid,
+        adopted=[a for a in step.adopted if a[1] not in nodes],
+    )
+    return kept, left
 
 
 class AllocationController:
@@ -177,6 +217,8 @@ class AllocationController:
         metrics: AllocationMetrics | None = None,
         inputs: InputSource | None = None,
         write_concurrency: int = WRITE_CONCURRENCY,
+        node_retry_seconds: float = NODE_RETRY_SECONDS,
+        node_retry_cap_seconds: float = NODE_RETRY_CAP_SECONDS,
     ) -> None:
         self.client = client
         self.config = config
@@ -202,6 +244,12 @@ class AllocationController:
             on_written=self._wrote_ledger,
         )
         self._bound_keys: list[str] = []  # every binding made, in order (passes report their share)
+        # Nodes whose ledger write failed (not a 409): held out of placement until their retry.
+        self.unwritable = UnwritableNodes(base=node_retry_seconds, cap=node_retry_cap_seconds)
+        # Nodes whose registration changed since their ledger's summary was last checked: the
+        # summary (kubectl's FREE-MIB) is rewritten when it no longer matches (issue 36 item 5).
+        self._summary_due: set[str] = set()
+        self._node_objs: Mapping[str, Obj] = {}  # the pass's Node objects (for their Events)
         # Parsed pod facts and requests by resourceVersion: a pass re-parses only what changed.
         self._facts: dict[str, tuple[str, str, PodFacts]] = {}
         # Replicas sharing their spec pieces (the pod cache's SharedParts) are parsed once.
@@ -397,6 +445,8 @@ class AllocationController:
             changed_ledgers=inputs.changed_ledgers,
         )
         self._log_bad_ledgers()
+        self._node_objs = inputs.nodes
+        self._summary_due |= changes.nodes
         if changes.freed:
             self._unplaceable.capacity_freed()
         self._forget(changes.gone)
@@ -409,11 +459,14 @@ class AllocationController:
         if confirmed:
             dirty = {uid: None for uid in dirty if uid not in confirmed}
         step = self._reconcile(dirty, world.view, result)
+        wrote, left = False, dict[str, None]()
         if step.any or step.invalid:
-            await self._write_reconciled(step, world.view, result)
-        self._unreconciled = {}
-        if step.any:
+            # Raises on a 409: ``_unreconciled`` keeps every dirty pod for the next pass.
+            wrote, left = await self._write_reconciled(step, world.view, result)
+        self._unreconciled = left
+        if wrote:
             return  # the next pass starts from what we just wrote (fresh resourceVersions)
+        self._hold_unwritable()
         try:
             await self._decide(inputs.generation, result)
         finally:
@@ -423,6 +476,18 @@ class AllocationController:
             await self.reports.violations(
                 world.view, world.ledgers, inputs.nodes, changes.ledgers | changes.nodes
             )
+
+    def _hold_unwritable(self) -> None:
+        """Keep the nodes whose ledger write failed out of this decision until their retry is due;
+        a node whose wait ran out may take pods again (a pod refused for it is judged again)."""
+        held = self.unwritable.held(self.clock())
+        if set(held) < set(self.world.held):
+            self._unplaceable.capacity_freed()
+        self.world.held = held
+
+    def retry_due(self) -> bool:
+        """A held node's retry came due since the last decision (the run loop passes then)."""
+        return set(self.unwritable.held(self.clock())) != set(self.world.held)
 
     def _hold_expired(self) -> dict[str, None]:
         """Entries reserved at admission whose hold ran out (checked again, and tracked anew by
@@ -609,14 +674,30 @@ class AllocationController:
         if adoption.allocation.containers:  # nothing valid: nothing the plugin hands out
             step.adopted.append((adoption.allocation, record.node))
 
-    async def _write_reconciled(self, step: Reconciled, view: ClusterView, result: PassResult) -> None:
+    async def _write_reconciled(
+        self, step: Reconciled, view: ClusterView, result: PassResult
+    ) -> tuple[bool, dict[str, None]]:
+        """Write step 1's ledgers; returns whether any write landed, and the pods whose entries
+        sit on a node that was not written (held, or its write failed): checked again next pass."""
         world = self.world
-        writes = []
+        now = self.clock()
+        writes: dict[str, Write] = {}
+        unwritten: set[str] = set()
         for name, new in step.updated.items():
             old = world.ledgers.get(name) or NodeLedger(node=name)
-            if new.allocations != old.allocations:
-                writes.append(self.writer.write(old, new, view.nodes.get(name)))
-        await gather_bounded(writes, self.write_concurrency)
+            if new.allocations == old.allocations:
+                continue
+            if self.unwritable.blocked(name, now):
+                unwritten.add(name)  # its retry is not due: the entries wait in _unreconciled
+                continue
+            writes[name] = (old, new, view.nodes.get(name))
+        failed = await self._write_ledgers(writes)
+        for name in failed:
+            await self._unwritable(name, failed[name], ())
+        unwritten |= set(failed)
+        left: dict[str, None] = {}
+        if unwritten:
+            step, left = _without_nodes(step, unwritten)
         for entry, name, reason in step.released:
             self.metrics.releases.labels(reason).inc()
             result.released.append(entry.key)
@@ -642,6 +723,44 @@ class AllocationController:
             await self.reports.repair(world.pods[entry.pod_uid], entry, name, findings)
         await self.reports.adopted_over_capacity(step.adopted, {**world.ledgers, **step.updated}, view)
         result.repaired.extend(entry.key for entry, _, _ in step.repaired)
+        return bool(set(writes) - set(failed)), left
+
+    async def _write_ledgers(self, writes: Mapping[str, Write]) -> dict[str, KubeError]:
+        """CAS-write each node's ledger (all at once, bounded); returns the nodes whose write failed
+        and why. A 409 on any node is raised once every write has ended (the pass re-decides);
+        any other error is that node's alone (``_unwritable``)."""
+        failed: dict[str, KubeError] = {}
+        conflicts: list[Conflict] = []
+
+        async def write(name: str, old: NodeLedger, new: NodeLedger, info: NodeInfo | None) -> None:
+            try:
+                await self.writer.write(old, new, info)
+            except Conflict as e:
+                conflicts.append(e)
+                return
+            except KubeError as e:
+                failed[name] = e
+                return
+            recovered = self.unwritable.written(name)
+            if recovered is not None:
+                self.reports.ledger_written(name, recovered)
+
+        await gather_bounded(
+            (write(name, *args) for name, args in sorted(writes.items())), self.write_concurrency
+        )
+        if conflicts and failed:
+            for name in sorted(failed):
+                await self._unwritable(name, failed[name], ())
+        if conflicts:
+            raise conflicts[0]
+        return failed
+
+    async def _unwritable(self, name: str, error: KubeError, pods: Sequence[str]) -> None:
+        """Hold ``name`` until its retry and report it (the Node, its GPULedger, the metric)."""
+        now = self.clock()
+        state = self.unwritable.failed(name, error, now)
+        self.world.held = self.unwritable.held(now)  # the allocator holds it from the next decision
+        await self.reports.ledger_unwritable(self._node_objs.get(name), name, state, pods, now=now)
 
     # --- 2. decide, 3. write and bind ---------------------------------------------------------------
 
@@ -743,7 +862,7 @@ class AllocationController:
             result=result,
             gangs=gangs,
         )
-        await self._write_and_offer(allocator, objects, busy, result)
+        await self._write_and_offer(allocator, objects, busy, result, reports)
         await gather_bounded(
             (self._bind_plain(p.node, p.allocation, objects[p.pod.uid], result) for p in plain),
             self.write_concurrency,
@@ -834,13 +953,20 @@ class AllocationController:
         return plain
 
     async def _write_and_offer(
-        self, allocator: Allocator, objects: Mapping[str, Obj], busy: Mapping[str, str], result: PassResult
+        self,
+        allocator: Allocator,
+        objects: Mapping[str, Obj],
+        busy: Mapping[str, str],
+        result: PassResult,
+        reports: list[Report],
     ) -> None:
         """CAS-write every ledger the pass changed (all nodes at once), then hand the committed
-        entries to the Binder; a write that fails leaves the allocator to be rebuilt."""
+        entries to the Binder. A 409 leaves the allocator to be rebuilt (the pass re-decides); a
+        node whose write fails otherwise is undone and held alone (``_unwritten``), and the other
+        nodes' entries are bound in this pass."""
         world = self.world
         factor = self.config.nvidia.gpu_memory_factor
-        writes = []
+        writes: dict[str, Write] = {}
         for name in sorted(allocator.touched):
             old = world.ledgers.get(name) or NodeLedger(node=name)
             new = allocator.ledger(name)
@@ -855,8 +981,12 @@ class AllocationController:
                     result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
                     world.resync()
                     return
-            writes.append(self.writer.write(old, new, info))
-        await gather_bounded(writes, self.write_concurrency)
+            writes[name] = (old, new, info)
+        failed = await self._write_ledgers(writes)
+        for name in sorted(failed):
+            await self._unwritten(
+                name, failed[name], allocator=allocator, objects=objects, result=result, reports=reports
+            )
         before = len(self._bound_keys)
         self.binder.failures.clear()
         self.binder.offer(self._waiting(allocator, objects), busy)
@@ -868,6 +998,80 @@ class AllocationController:
             # with status reports and the invariant report (5,000 nodes at a start).
             await asyncio.sleep(0)
         result.bound.extend(self._bound_keys[before:])
+        await self._refresh_summaries(set(writes) - set(failed))
+
+    async def _unwritten(
+        self,
+        name: str,
+        error: KubeError,
+        *,
+        allocator: Allocator,
+        objects: Mapping[str, Obj],
+        result: PassResult,
+        reports: list[Report],
+    ) -> None:
+        """``name``'s write failed (not a 409): undo this pass's decisions there, send its pods back
+        to the queue with the reason, hold the node and report it. Nothing else is undone."""
+        stored = self.world.ledgers.get(name) or NodeLedger(node=name)
+        decided = [
+            uid
+            for uid, entry in allocator.ledger(name).allocations.items()
+            if stored.allocations.get(uid) != entry
+        ]
+        self.world.revert(name, decided)
+        keys = []
+        for uid in decided:
+            pod = objects.get(uid)
+            if pod is None:
+                continue
+            meta = _meta(pod)
+            keys.append(f"{meta.get('namespace')}/{meta.get('name')}")
+            reports.append(
+                (
+                    pod,
+                    f"node {name} was chosen for this pod but its GPULedger cannot be written "
+                    f"({failure_reason(error)}: {error}); the pod is placed again, on another node if one "
+                    f"fits; see the Events of node {name}",
+                    "ledger-unwritable",
+                )
+            )
+        if keys:
+            dropped = set(keys)
+            result.reserved[:] = [key for key in result.reserved if key not in dropped]
+        await self._unwritable(name, error, keys)
+
+    async def _refresh_summaries(self, written: set[str]) -> None:
+        """Rewrite the summary of ledgers whose node's registration changed since (one CAS write per
+        node, entries unchanged): ``kubectl get gpuledgers`` shows FREE-MIB against what the node
+        registers now, not what it registered at the last write. A node written in this pass got
+        its summary then; a held node waits for its retry; a 409 leaves it for the next pass."""
+        due = sorted(self._summary_due - written)
+        # A start finds every node changed: its summaries are checked a slice per pass (a check is
+        # ~80 us; 5,000 nodes at once would hold the first pass up ~0.4 s for a cosmetic field).
+        due, rest = due[:SUMMARY_CHECKS_PER_PASS], due[SUMMARY_CHECKS_PER_PASS:]
+        self._summary_due = set(rest)
+        world, factor, now = self.world, self.config.nvidia.gpu_memory_factor, self.clock()
+        writes: dict[str, Write] = {}
+        for name in due:
+            ledger = world.ledgers.get(name)
+            if ledger is None or name in world.bad:
+                continue  # no ledger to rewrite (the first write brings the summary)
+            if self.unwritable.blocked(name, now):
+                self._summary_due.add(name)
+                continue
+            info = world.view.nodes.get(name)
+            if world.stored_summary(name) != ledger_summary(ledger, info, factor):
+                writes[name] = (ledger, ledger, info)
+        if not writes:
+            return
+        try:
+            failed = await self._write_ledgers(writes)
+        except Conflict:
+            self._summary_due |= set(writes)  # someone wrote first; the next pass looks again
+            raise
+        for name in sorted(failed):
+            self._summary_due.add(name)
+            await self._unwritable(name, failed[name], ())
 
     def _waiting(self, allocator: Allocator, pending: Mapping[str, Obj]) -> dict[str, list[Waiting]]:
         """Committed entries of pending pods, per node: the Binder binds them one at a time."""

@@ -20,6 +20,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from vgpu_guard.controller.unwritable import FAILURE_REASONS
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import GpuUsage
 from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics
@@ -29,8 +30,9 @@ __all__ = ["PENDING_REASONS", "AllocationMetrics", "GpuRow", "LedgerCollector", 
 # Why a pod for our scheduler is still pending, as the ``reason`` label of
 # ``vgpu_guard_pending_pods_by_reason``: a fixed set, so a pass cannot mint series. The first four
 # are the allocator's ``Unplaceable.cause``; ``invalid-request``: the vGPU request does not parse or
-# there is none (a pod that names our scheduler without asking for a vGPU).
-PENDING_REASONS = ("capacity", "queue", "gang", "unsupported", "invalid-request")
+# there is none (a pod that names our scheduler without asking for a vGPU); ``ledger-unwritable``:
+# the node chosen for it refused the ledger write (the pod is placed again on the next pass).
+PENDING_REASONS = ("capacity", "queue", "gang", "unsupported", "invalid-request", "ledger-unwritable")
 # The ledger counts GPU memory in MiB, as the device plugin registers it; the gauges are in bytes.
 _MIB = 1024 * 1024
 
@@ -53,6 +55,8 @@ class LedgerSnapshot:
 
     gpus: tuple[GpuRow, ...] = ()
     violations: Mapping[str, int] = field(default_factory=dict)
+    # Nodes whose GPU registration annotation does not parse (their Events say why).
+    bad_registrations: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -64,7 +68,10 @@ class LedgerSnapshot:
     ) -> LedgerSnapshot:
         """Rows from each node's ``gpu_usage`` (computed once per pass, for the invariants too)."""
         rows = []
+        bad = []
         for name in sorted(nodes):
+            if nodes[name].gpu_problem is not None and not nodes[name].gpus:
+                bad.append(name)
             used = usage.get(name, {})
             for gpu in nodes[name].gpus:
                 u = used.get(gpu.uuid)
@@ -78,7 +85,7 @@ class LedgerSnapshot:
                         len(u.mig) if u else 0,
                     )
                 )
-        return cls(tuple(rows), dict(violations))
+        return cls(tuple(rows), dict(violations), tuple(bad))
 
 
 class LedgerCollector(Collector):
@@ -121,9 +128,18 @@ class LedgerCollector(Collector):
             used.add_metric([row.node, row.gpu], row.memory_used * _MIB)
             cores.add_metric([row.node, row.gpu], row.cores_used / 100)  # the ledger counts percent
             mig.add_metric([row.node, row.gpu], row.mig_instances)
+        registrations = GaugeMetricFamily(
+            "vgpu_guard_node_registration_invalid",
+            "1 for each node whose volcano.sh/node-vgpu-register annotation cannot be read (a record "
+            "out of range or malformed); no vGPU pod is placed there, and the node's Warning Event "
+            "InvalidGPURegistration says which record and why.",
+            labels=["node"],
+        )
         for node, count in sorted(snap.violations.items()):
             violations.add_metric([node], count)
-        yield from (used, total, cores, mig, violations)
+        for node in snap.bad_registrations:
+            registrations.add_metric([node], 1)
+        yield from (used, total, cores, mig, violations, registrations)
 
 
 class AllocationMetrics:
@@ -159,6 +175,17 @@ class AllocationMetrics:
             registry=registry,
         )
         self.ledger_writes = LedgerWriteMetrics.for_registry(registry)
+        # Fixed label values for reason (controller/unwritable.py FAILURE_REASONS); the node's
+        # series go with the node.
+        self.ledger_write_failures = Counter(
+            "vgpu_guard_ledger_write_failures_total",
+            "GPULedger writes of the controller that the API server refused for that node (not "
+            "conflicts), by node and reason: invalid (422, the CRD schema), forbidden (403, an "
+            "admission webhook or RBAC), not-found, unavailable (5xx or a timeout), other. The node "
+            "gets no new pod until its retry (with backoff); other nodes are not affected.",
+            ["node", "reason"],
+            registry=registry,
+        )
         self.conflicts = Counter(
             "vgpu_guard_ledger_conflicts_total",
             "Ledger writes that lost an optimistic-concurrency race (409) and were re-decided.",
@@ -201,6 +228,8 @@ class AllocationMetrics:
     def forget_node(self, node: str) -> None:
         """A deleted node's own series go with it (as kube-state-metrics drops a deleted object's)."""
         self.allocations.remove(node)  # a label set never seen: nothing to remove, no error
+        for reason in FAILURE_REASONS:
+            self.ledger_write_failures.remove(node, reason)
 
     def clear_leader_gauges(self) -> None:
         """What only the leader knows, at 0 on a standby: pending pods, by reason too."""

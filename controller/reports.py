@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.controller.unwritable import Unwritable
 from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
@@ -37,6 +38,20 @@ _FINDINGS_SHOWN = 5
 MAX_PENDING_EVENTS = 1000
 # The per-GPU metrics snapshot is rebuilt at most this often (it walks every GPU of the fleet).
 SNAPSHOT_SECONDS = 2.0
+# What to check when a node's GPULedger cannot be written, by vgpu_guard_ledger_write_failures_total's reason.
+_UNWRITABLE_REMEDY = {
+    "invalid": (
+        "the API server's schema refused it; check the node's volcano.sh/node-vgpu-register annotation "
+        "and the volcano.sh/vgpu-ids-new of the pods bound to it for values out of range"
+    ),
+    "forbidden": (
+        "an admission webhook or RBAC refused it; check the webhooks that match gpuledgers.vgpu-guard.io "
+        "and the controller's ClusterRole"
+    ),
+    "not-found": "check that the CRD gpuledgers.vgpu-guard.io is installed (kubectl get crd)",
+    "unavailable": "the API server did not complete it; check its health and logs",
+    "other": "check the API server's message above",
+}
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -102,6 +117,10 @@ class Reporter:
         self._repaired: dict[str, set[str]] = {}
         # Nodes deleted while their ledger held allocations, reported once until they come back.
         self._gone_reported: set[str] = set()
+        # Node -> the unwritable-ledger message last reported (Events once per distinct message).
+        self._unwritable_reported: dict[str, str] = {}
+        # Node -> the registration problem last reported.
+        self._registration_reported: dict[str, str] = {}
         self._view: ClusterView | None = None
 
     def emit(self, event: Coroutine[Any, Any, None]) -> None:
@@ -324,6 +343,8 @@ class Reporter:
                 self._report_gone(name, ledger)
             else:
                 self._gone_reported.discard(name)
+            if info is not None:
+                await self._registration(name, info, nodes)
             if info is None or (not info.gpus and not ledger.allocations):
                 # Gone, or a CPU node with nothing reserved: no series of its own (an autoscaled
                 # fleet's churn must not leave one per node that ever changed).
@@ -333,6 +354,79 @@ class Reporter:
         self._snapshot_stale = self._snapshot_stale or bool(changed)
         self._view = view
         self.refresh_snapshot()
+
+    async def ledger_unwritable(
+        self, node: Mapping[str, Any] | None, name: str, state: Unwritable, pods: Sequence[str], *, now: float
+    ) -> None:
+        """A write of ``name``'s GPULedger failed (not a conflict): counted every time; a Warning
+        Event on the Node and on the GPULedger, an error line and an audit line once per distinct
+        error. ``pods``: the pods that were decided for the node in this pass and wait again."""
+        self.metrics.ledger_write_failures.labels(name, state.reason).inc()
+        message = (
+            f"the GPULedger of node {name} cannot be written: {state.error}; "
+            f"{_UNWRITABLE_REMEDY[state.reason]}; no new vGPU pod is placed on this node until a write "
+            "succeeds (retried with backoff), "
+            "and every other node places and binds as before"
+        )
+        if self._unwritable_reported.get(name) == message:
+            return
+        self._unwritable_reported[name] = message
+        shown = _first_few(pods)
+        log.error(
+            "%s (retry in %.1f s, failure %d in a row; pods sent back to the queue: %s)",
+            message,
+            state.retry_in(now),
+            state.failures,
+            ", ".join(shown) or "none",
+        )
+        audit(
+            "ledger-unwritable",
+            node=name,
+            reason=state.reason,
+            error=state.error,
+            pods=shown,
+            by=self.identity,
+        )
+        node_obj = {**(node or {"metadata": {"name": name}}), "kind": "Node", "apiVersion": "v1"}
+        self.emit(self.event(node_obj, reason="LedgerWriteFailed", message=message, type_="Warning"))
+        ledger = {"apiVersion": LEDGER_API_VERSION, "kind": "GPULedger", "metadata": {"name": name}}
+        self.emit(self.event(ledger, reason="LedgerWriteFailed", message=message, type_="Warning"))
+
+    def ledger_written(self, name: str, recovered: Unwritable) -> None:
+        """A write of ``name``'s ledger succeeded after ``recovered.failures`` failures: say so once."""
+        if self._unwritable_reported.pop(name, None) is not None:
+            log.info(
+                "the GPULedger of node %s is written again after %d failed attempts; the node takes new pods",
+                name,
+                recovered.failures,
+            )
+            audit("ledger-writable", node=name, failures=recovered.failures, by=self.identity)
+
+    async def _registration(self, name: str, info: NodeInfo, nodes: Mapping[str, Obj]) -> None:
+        """A Warning Event on a node whose GPU registration does not parse, once per problem: the
+        node gets no vGPU pod (its registration is read as no GPUs), which nobody would otherwise
+        learn but from a pod's ``0/N nodes`` message. The gauge comes with the snapshot."""
+        problem = info.gpu_problem if info.gpu_problem is not None and not info.gpus else None
+        if problem is None:
+            self._registration_reported.pop(name, None)
+            return
+        if self._registration_reported.get(name) == problem:
+            return
+        self._registration_reported[name] = problem
+        message = (
+            f"the vGPU registration of node {name} cannot be read: {problem}; vgpu-guard places no vGPU "
+            "pod on this node until the device plugin registers it again with values in range; check "
+            "the volcano-vgpu-device-plugin on this node and who else writes its annotations"
+        )
+        log.error("%s", message)
+        audit("invalid-registration", node=name, problem=problem, by=self.identity)
+        node_obj = nodes.get(name, {"metadata": {"name": name}})
+        await self.event(
+            {**node_obj, "kind": "Node", "apiVersion": "v1"},
+            reason="InvalidGPURegistration",
+            message=message,
+            type_="Warning",
+        )
 
     def _report_gone(self, name: str, ledger: NodeLedger) -> None:
         """Once per deletion: a node deleted while its ledger holds allocations. Their pods are
@@ -372,6 +466,8 @@ class Reporter:
         self._counts.pop(name, None)
         self._reported_violations.pop(name, None)
         if gone:
+            self._registration_reported.pop(name, None)
+            self._unwritable_reported.pop(name, None)
             self.metrics.forget_node(name)
 
     async def _check_node(

@@ -77,6 +77,9 @@ async def run_controller(
         metrics=metrics,
         inputs=inputs,
         write_concurrency=write_concurrency,
+        # A node whose ledger write failed waits as a failing pass would (_Rounds.backoff_cap).
+        node_retry_seconds=retry_seconds,
+        node_retry_cap_seconds=min(MAX_BACKOFF_SECONDS, 8 * retry_seconds),
     )
     controller.background_events = True
     controller.reports.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
@@ -203,7 +206,11 @@ class _Rounds:
                 await self.inputs.wait_synced()
 
     def _due(self) -> bool:
-        return self.wake.is_set() or time.monotonic() - self.last_pass >= self.resync_seconds
+        return (
+            self.wake.is_set()
+            or time.monotonic() - self.last_pass >= self.resync_seconds
+            or self.controller.retry_due()  # a node held for a failed ledger write may take pods again
+        )
 
     async def _pass(self) -> bool:
         """Settle the cluster; False when the next round must start at once (not settled within

@@ -178,6 +178,9 @@ class World:
         # Node, ledger and whole-card changes the allocator has not taken in yet: a pass that stops
         # after releasing or adopting does not reach it, and the next one must still apply them.
         self._unsynced = Changes()
+        # Nodes whose ledger the controller cannot write now (node -> why): the allocator places no
+        # new pod there (controller/unwritable.py sets this before each decision).
+        self.held: dict[str, str] = {}
 
     def entry_node(self, uid: str) -> str | None:
         """A node whose ledger holds the pod (the first by name when several do)."""
@@ -397,6 +400,7 @@ class World:
             self.engine = Allocator(
                 view, good, config=self.config, whole_card=self.whole, workloads=self.workloads
             )
+            self.engine.hold_nodes(self.held)
             return self.engine
         engine = self.engine
         engine.set_view(view)
@@ -406,6 +410,7 @@ class World:
             engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
         for name in changes.whole:
             engine.set_whole_card(name, self.whole.get(name, 0))
+        engine.hold_nodes(self.held)
         return engine
 
     def resync(self, nodes: set[str] | None = None) -> None:
@@ -423,6 +428,21 @@ class World:
             return
         for name in nodes:
             self.engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
+
+    def revert(self, node: str, decided: Iterable[str]) -> None:
+        """Undo this pass's decisions on ``node`` whose write failed: the allocator holds its
+        ledger as last read again, and the pods ``decided`` there are no longer assumed on it."""
+        stored = self.ledgers.get(node)
+        self.resync({node})
+        for uid in decided:
+            if stored is None or uid not in stored.allocations:
+                self.workloads.forget(uid)
+
+    def stored_summary(self, node: str) -> object:
+        """``spec.summary`` of the node's GPULedger as last read (None: no ledger or no summary)."""
+        obj = self._ledger_objs.get(node)
+        spec = as_mapping(obj.get("spec")) if obj is not None else None
+        return spec.get("summary") if spec is not None else None
 
     def refill(self, facts: FactsOf) -> None:
         """After ``resync(None)``: count every placed pod in the fresh workloads."""

@@ -47,5 +47,6 @@ def test_pending_reasons_are_counted_per_pass_from_a_fixed_set() -> None:
     with pytest.raises(ValueError) as e:
         metrics.set_pending_reasons(["no-room"])
     assert str(e.value) == (
-        "pending reason 'no-room' is not one of capacity, queue, gang, unsupported, invalid-request"
+        "pending reason 'no-room' is not one of capacity, queue, gang, unsupported, invalid-request, "
+        "ledger-unwritable"
     )

@@ -161,6 +161,7 @@ _NO_NODES: frozenset[str] = frozenset()
 _NO_GPU = NodeFailure("no-gpu")
 _GPU_PROBLEM = NodeFailure("gpu-problem")
 _UNMATCHED = NodeFailure("selector")
+_HELD = NodeFailure("ledger")
 
 
 def _gpu_failure(info: NodeInfo) -> NodeFailure | None:
@@ -227,6 +228,8 @@ class Allocator:
         self._queue_used: dict[str, list[int]] = {}
         # Nodes whose ledger ``commit``/``release``/``mark_committed`` changed: what a pass writes.
         self.touched: set[str] = set()
+        # Nodes whose ledger cannot be written now (node -> why): no new pod is placed there.
+        self._held: dict[str, str] = {}
         whole = whole_card or {}
         # Whole-card GPUs by node, kept for nodes not (yet) in the view too: they apply when it joins.
         self._whole: dict[str, int] = dict(whole)
@@ -337,6 +340,16 @@ class Allocator:
                 self._reindex(card)
         self.replace_ledger(name, ledger)
         self._unit_sizes = None  # recomputed on the next search: many nodes may change at once
+
+    def hold_nodes(self, held: Mapping[str, str]) -> None:
+        """Place no new pod on these nodes (node -> why): the controller could not write their
+        ledger and retries it later. An entry a pod already holds there is kept (``place`` gives
+        it back), so a reservation that did reach the ledger is still bound."""
+        if held == self._held:
+            return
+        for name in set(held) ^ set(self._held):
+            self._epochs[name] = self._epochs.get(name, 0) + 1  # the remembered verdicts go stale
+        self._held = dict(held)
 
     def set_whole_card(self, name: str, count: int) -> None:
         """Whole-card ``nvidia.com/gpu`` pods on the node (Volcano #4712) changed."""
@@ -590,6 +603,8 @@ class Allocator:
         failure = _gpu_failure(info)
         if failure is not None:
             return failure
+        if self._held and info.name in self._held:
+            return _HELD
         rejection = node_rejection(pod, info)
         if rejection is not None:
             return _rejection_failure(rejection)

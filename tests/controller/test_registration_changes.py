@@ -1,0 +1,114 @@
+"""What the controller does when a node's vGPU registration changes (issue 36).
+
+A registration out of range (11 cards of 999999999999999999 MiB) is unreadable: the node is named in
+a Warning Event and in ``vgpu_guard_node_registration_invalid``, gets no vGPU pod, and every other
+node keeps placing. A registration that shrinks or grows is reflected in the GPULedger's summary
+(``kubectl get gpuledgers``'s FREE-MIB) by one write of that ledger, without waiting for an
+allocation to change it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.kube.resources import LEDGERS, NODES
+
+Obj = dict[str, Any]
+REGISTER = "volcano.sh/node-vgpu-register"
+HUGE = "".join(f"GPU-gpu-b-{i},10,999999999999999999,NVIDIA-NVIDIA A10,true,hami-core:" for i in range(11))
+
+
+def replica(cluster: Cluster) -> tuple[AllocationController, CollectorRegistry]:
+    registry = CollectorRegistry()
+    controller = AllocationController(
+        MemoryClusterClient(cluster.store),
+        cluster.config,
+        identity="r1",
+        clock=cluster.clock,
+        registry=registry,
+    )
+    return controller, registry
+
+
+def register(cluster: Cluster, node: str, records: str) -> None:
+    cluster.store.patch(NODES, node, {"metadata": {"annotations": {REGISTER: records}}})
+
+
+def summary(cluster: Cluster, node: str) -> Obj:
+    found: Obj = cluster.store.get(LEDGERS, node)["spec"]["summary"]
+    return found
+
+
+def writes(registry: CollectorRegistry) -> float:
+    value = registry.get_sample_value(
+        "vgpu_guard_ledger_writes_total", {"writer": "controller", "result": "written"}
+    )
+    return value or 0.0
+
+
+async def test_an_unreadable_registration_is_named_and_every_other_node_keeps_placing() -> None:
+    huge = gpu_node("gpu-b", 1)
+    huge["metadata"]["annotations"][REGISTER] = HUGE
+    cluster = Cluster([gpu_node("gpu-a", 1), huge])
+    controller, registry = replica(cluster)
+    cluster.create_pod(vgpu_pod("canary", memory=4096))
+    await cluster.converge(controller)
+
+    assert cluster.bound() == {"canary": "gpu-a"}
+    (event,) = cluster.events("InvalidGPURegistration")
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "Node"
+    assert event["involvedObject"]["name"] == "gpu-b"
+    assert event["message"].startswith(
+        "the vGPU registration of node gpu-b cannot be read: record 1 ('GPU-gpu-b-0,10,999999999999999999,"
+    )
+    assert "expected an integer (MiB) of at most 16777216" in event["message"]
+    assert registry.get_sample_value("vgpu_guard_node_registration_invalid", {"node": "gpu-b"}) == 1
+    assert registry.get_sample_value("vgpu_guard_node_registration_invalid", {"node": "gpu-a"}) is None
+
+    # Told once; fixed, the series goes.
+    await cluster.converge(controller)
+    assert len(cluster.events("InvalidGPURegistration")) == 1
+    register(cluster, "gpu-b", "GPU-gpu-b-0,10,24576,NVIDIA-NVIDIA A10,true,hami-core:")
+    await cluster.converge(controller)
+    assert registry.get_sample_value("vgpu_guard_node_registration_invalid", {"node": "gpu-b"}) is None
+    cluster.create_pod(vgpu_pod("pinned", memory=4096, node_selector={"kubernetes.io/hostname": "gpu-b"}))
+    await cluster.converge(controller)
+    assert cluster.bound()["pinned"] == "gpu-b"
+
+
+async def test_the_ledger_summary_follows_a_registration_that_shrinks_without_an_allocation() -> None:
+    cluster = Cluster([gpu_node("gpu-a", 1)])
+    controller, registry = replica(cluster)
+    cluster.create_pod(vgpu_pod("web", memory=4096))
+    await cluster.converge(controller)
+    assert summary(cluster, "gpu-a")["freeMemoryMiB"] == 24576 - 4096
+    entries = cluster.ledgers()["gpu-a"].allocations
+    before = writes(registry)
+
+    register(cluster, "gpu-a", "GPU-gpu-a-0,10,16384,NVIDIA-NVIDIA A10,true,hami-core:")
+    await cluster.converge(controller)
+
+    shrunk = summary(cluster, "gpu-a")
+    assert (shrunk["registeredMemoryMiB"], shrunk["freeMemoryMiB"]) == (16384, 16384 - 4096)
+    assert shrunk["perGPU"][0]["registeredMemoryMiB"] == 16384
+    assert cluster.ledgers()["gpu-a"].allocations == entries
+    assert writes(registry) == before + 1  # one write of that ledger, and no more once it matches
+    await cluster.converge(controller)
+    assert writes(registry) == before + 1
+
+
+async def test_a_label_change_does_not_rewrite_a_summary_that_still_matches() -> None:
+    cluster = Cluster([gpu_node("gpu-a", 1)])
+    controller, registry = replica(cluster)
+    cluster.create_pod(vgpu_pod("web", memory=4096))
+    await cluster.converge(controller)
+    before = writes(registry)
+    cluster.store.patch(NODES, "gpu-a", {"metadata": {"labels": {"team": "a"}}})
+    await cluster.converge(controller)
+    assert writes(registry) == before
