@@ -3,6 +3,7 @@
     .venv/bin/python bench/arbiter_bench.py [--nodes 100] [--rate 100] [--seconds 10] [--segments 3]
         [--gang 64] [--gang-nodes 8] [--rounds 5] [--smoke] [--json FILE] [--keep DIR]
     .venv/bin/python bench/arbiter_bench.py --ledger-puts 200 [--put-sizes 1,10,30,60,120]
+    .venv/bin/python bench/arbiter_bench.py --pending-memory 10000
 
 One real control plane (kube-apiserver, kube-controller-manager, kube-scheduler 1.20.2 built by
 ``scripts/control-plane build``) with N heartbeated GPU nodes (8 cards each, registered with the
@@ -38,7 +39,8 @@ server's log says how many calls it let pass so, warm-ups included).
 
 ``--ledger-puts N`` measures instead what one GPULedger write costs the API server by the ledger's
 size (``--put-sizes``): N compare-and-swap PUTs one at a time on an otherwise idle control plane,
-CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50.
+CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50. ``--pending-memory N`` measures what
+the webhook's cache of unbound pods (webhook/pending_pods.py) holds for N pods, beside whole pods.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import os
@@ -56,6 +59,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -78,6 +82,7 @@ from scheduler_throughput_bench import (
     machine,
 )
 
+from tests.builders import default_config
 from tests.e2e.harness import OPT_IN_LABEL, ClusterBackend, Guard, ServeProcess, service_account_ready
 from tests.e2e.volcano import USER, Binder, Device, volcano_client
 from vgpu_guard.controlplane.build import cached_binaries, ensure_built
@@ -87,7 +92,9 @@ from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, KubeError, NotFound
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.resources import LEDGERS, MUTATING_WEBHOOKS, NAMESPACES, PODS, VALIDATING_WEBHOOKS
+from vgpu_guard.webhook.pending_pods import UNBOUND, PendingPods
 
 Obj = dict[str, Any]
 NAMESPACE = "bench-arbiter"
@@ -794,10 +801,70 @@ def put_report(rows: list[dict[str, Any]], puts: int) -> str:
     return "\n".join(lines)
 
 
+# -- what the arbiter's cache of unbound pods holds (--pending-memory) -------------------------------
+
+
+async def pending_memory(count: int, workdir: Path) -> list[dict[str, Any]]:
+    """``count`` unbound vGPU pods created on the real control plane, then listed and watched by the
+    webhook's cache (the projection it keeps) and, for comparison, by a cache of the whole pods:
+    Python heap held once each has synced (tracemalloc, after a full collection; the informer's
+    open watch and its buffers included)."""
+    binaries = cached_binaries() or ensure_built(lambda line: print(line, file=sys.stderr))
+    rows = []
+    with ControlPlane(binaries, workdir / "plane") as plane:
+        admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
+        try:
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+            await admin.create(NAMESPACES, namespace)
+            await service_account_ready(admin, NAMESPACE)
+            log(f"creating {count} unbound pods")
+            pods = (admin.create(PODS, pod_object(f"pending-{i:05d}", RATE_MIB), namespace=NAMESPACE)
+                    for i in range(count))  # fmt: skip
+            await gather_bounded(pods, 16)
+            nvidia = default_config().nvidia
+            for kept in ("the arbiter's projection", "whole pods"):
+                gc.collect()
+                tracemalloc.start()
+                before = tracemalloc.get_traced_memory()[0]
+                informer = (
+                    PendingPods(admin, nvidia).informer  # as the webhook runs it
+                    if kept != "whole pods"
+                    else Informer(admin, PODS, field_selector=UNBOUND)
+                )
+                task = asyncio.create_task(informer.run())
+                await informer.wait_synced()
+                gc.collect()
+                held = tracemalloc.get_traced_memory()[0] - before
+                tracemalloc.stop()
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                cached = len(informer.items)
+                rows.append({"kept": kept, "pods": cached, "bytes": held, "per_pod": round(held / cached)})
+                log(f"{kept}: {rows[-1]}")
+        finally:
+            await admin.close()
+    return rows
+
+
+def memory_report(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"machine: {machine()}",
+        "unbound pods cached by a watch (field selector spec.nodeName=), Python heap held after sync:",
+        "",
+        "| kept | pods | MiB | bytes a pod |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['kept']} | {r['pods']} | {r['bytes'] / 2**20:.1f} | {r['per_pod']} |")
+    return "\n".join(lines)
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     def go(workdir: Path) -> dict[str, Any]:
         if args.ledger_puts:
             return {"ledger_puts": asyncio.run(ledger_put_cost(args.ledger_puts, args.put_sizes, workdir))}
+        if args.pending_memory:
+            return {"pending_memory": asyncio.run(pending_memory(args.pending_memory, workdir))}
         return asyncio.run(run(args, workdir))
 
     if args.keep:
@@ -843,6 +910,13 @@ def main() -> int:
         "--put-sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 10, 30, 60, 120]
     )
     parser.add_argument(
+        "--pending-memory",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: the memory the webhook's cache of unbound pods holds for N pods (and whole pods')",
+    )
+    parser.add_argument(
         "--profile",
         metavar="FILE",
         help="run the webhook under cProfile and write its profile to FILE (read with pstats); "
@@ -867,6 +941,8 @@ def main() -> int:
         _stop_started()
     if args.ledger_puts:
         print(put_report(result["ledger_puts"], args.ledger_puts), flush=True)
+    elif args.pending_memory:
+        print(memory_report(result["pending_memory"]), flush=True)
     else:
         print(report(result), flush=True)
     if args.json:

@@ -233,7 +233,7 @@ async def running_webhook(
     settings = config.webhook
     host = host if host is not None else settings.host
     guard = _ConnectionGuard(settings)
-    pods = PendingPods(client) if client is not None else None
+    pods = PendingPods(client, config.nvidia) if client is not None else None
     app = create_app(
         config=config,
         views=views,

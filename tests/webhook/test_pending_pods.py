@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from typing import Any
 
 import pytest
 
 import vgpu_guard.engine.annotations as annotation_names
-from tests.builders import default_config
+from tests.builders import default_config, gpu_node, view_of
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
-from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, QUEUE_ANNOTATION, pod_request
+from vgpu_guard.engine.allocator import pod_queue
+from vgpu_guard.engine.arbiter import arbitrate, written_assignment
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger
+from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, QUEUE_ANNOTATION, PodRequestError, pod_request
 from vgpu_guard.kube.resources import NAMESPACES, PODS
 from vgpu_guard.webhook.pending_pods import PendingPods, pending_pod
 
@@ -23,6 +25,7 @@ NVIDIA = default_config().nvidia
 def full_pod(**annotations: str) -> dict[str, Any]:
     """A vGPU pod as the API server returns it: everything pod_request reads, and the bulk it does not."""
     gpu = {"volcano.sh/vgpu-number": "2", "volcano.sh/vgpu-memory": "4096", "volcano.sh/vgpu-cores": "30"}
+    cpu = {"cpu": "4", "memory": "16Gi"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -63,7 +66,12 @@ def full_pod(**annotations: str) -> dict[str, Any]:
             ],
             "containers": [
                 {"name": "sidecar", "image": "envoy", "env": [{"name": "A", "value": "1"}]},
-                {"name": "main", "image": "cuda", "command": ["python"], "resources": {"limits": gpu}},
+                {
+                    "name": "main",
+                    "image": "cuda",
+                    "command": ["python"],
+                    "resources": {"limits": {**cpu, **gpu}, "requests": cpu},
+                },
                 {
                     "name": "second",
                     "image": "cuda",
@@ -79,6 +87,10 @@ def full_pod(**annotations: str) -> dict[str, Any]:
 # Values that make each annotation pod_request reads change its answer (a policy, a queue, a group,
 # GPU types and UUIDs, a vGPU mode).
 VALUES = ("spread", "team-a", "A100,H100", "GPU-1,GPU-2", "mig", "hami-core")
+NODE = view_of([gpu_node("gpu-0", count=8)]).nodes["gpu-0"]
+# The assignment of main (2 cards) and second (1 card), and a ledger where main's fit and second's
+# does not, so both a reservation and a refusal are compared.
+RAW = "GPU-gpu-0-0,NVIDIA,4096,30:GPU-gpu-0-1,NVIDIA,4096,30:;GPU-gpu-0-2,NVIDIA,1024,0:;"
 
 
 def every_annotation() -> list[str]:
@@ -86,38 +98,80 @@ def every_annotation() -> list[str]:
     return sorted({*names, QUEUE_ANNOTATION, *GROUP_ANNOTATIONS})
 
 
+def arbiter_reads(pod: dict[str, Any]) -> tuple[Any, ...]:
+    """What the arbiter takes from a pod (webhook/arbiter.py) and what it decides on two ledgers."""
+    wanted = pod_request(pod, NVIDIA)
+    assert wanted is not None
+    written = written_assignment(
+        operation="CREATE",
+        sub_resource="binding",
+        obj={"metadata": {"annotations": {"volcano.sh/vgpu-ids-new": RAW}}, "target": {"name": "gpu-0"}},
+        old=None,
+    )
+    assert written is not None
+    queue, named = pod_queue(wanted, view_of([]))
+    full = Allocation(
+        "uid-other",
+        "ml",
+        "other",
+        "default",
+        (ContainerGrant(0, "c", (DeviceGrant("GPU-gpu-0-2", 24576, 0),)),),
+    )
+    outcomes = [
+        arbitrate(written, wanted, ledger=ledger, node=NODE, queue=queue, now=1, nvidia=NVIDIA)
+        for ledger in (NodeLedger("gpu-0"), NodeLedger("gpu-0").with_allocation(full))
+    ]
+    identity = (wanted.uid, wanted.namespace, wanted.name, wanted.key, wanted.group, wanted.queue)
+    return (identity, wanted.containers, queue, named, outcomes)
+
+
 @pytest.mark.parametrize("annotation", every_annotation())
-def test_pod_request_reads_the_same_request_from_the_projection_as_from_the_pod(annotation: str) -> None:
-    """Annotation by annotation (every name engine/annotations.py knows), with values that matter:
-    an annotation pod_request starts reading fails here until the projection keeps it. The pod is
-    in a gang (some annotations count only there)."""
+def test_the_arbiter_reads_and_decides_the_same_on_the_projection_as_on_the_pod(annotation: str) -> None:
+    """Annotation by annotation (every name engine/annotations.py knows), with values that matter, in
+    a gang (some annotations count only there): an annotation the arbiter starts reading fails here
+    until the projection keeps it."""
     for value in VALUES:
         pod = full_pod(**{GROUP_ANNOTATIONS[0]: "gang", annotation: value})
-        assert pod_request(pending_pod(pod), NVIDIA) == pod_request(pod, NVIDIA), (annotation, value)
+        assert arbiter_reads(pending_pod(pod, NVIDIA)) == arbiter_reads(pod), (annotation, value)
 
 
-def test_the_projection_drops_what_pod_request_does_not_read() -> None:
+def test_a_malformed_vgpu_request_reads_as_the_same_error_from_the_projection() -> None:
+    pod = full_pod()
+    pod["spec"]["containers"][1]["resources"]["limits"]["volcano.sh/vgpu-memory"] = "1.5"
+    with pytest.raises(PodRequestError) as from_pod:
+        pod_request(pod, NVIDIA)
+    with pytest.raises(PodRequestError) as from_projection:
+        pod_request(pending_pod(pod, NVIDIA), NVIDIA)
+    assert str(from_projection.value) == str(from_pod.value)
+
+
+def test_the_projection_keeps_each_containers_place_and_vgpu_resources_only() -> None:
     pod = full_pod(**{QUEUE_ANNOTATION: "team-a"})
-    kept = pending_pod(pod)
-    assert kept["metadata"]["annotations"] == {QUEUE_ANNOTATION: "team-a"}
-    assert set(kept) == {"metadata", "spec"}
-    assert set(kept["metadata"]) == {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "annotations",
+    assert pending_pod(pod, NVIDIA) == {
+        "metadata": {
+            "name": "train-0",
+            "namespace": "ml",
+            "uid": "uid-train-0",
+            "resourceVersion": "42",
+            "annotations": {QUEUE_ANNOTATION: "team-a"},
+        },
+        "spec": {
+            "containers": [
+                {},  # the sidecar: no vGPU, its place kept
+                {
+                    "name": "main",
+                    "resources": {
+                        "limits": {
+                            "volcano.sh/vgpu-number": "2",
+                            "volcano.sh/vgpu-memory": "4096",
+                            "volcano.sh/vgpu-cores": "30",
+                        }
+                    },
+                },
+                {"name": "second", "resources": {"limits": {"volcano.sh/vgpu-memory": "1024"}}},
+            ]
+        },
     }
-    assert set(kept["spec"]) == {"priority", "nodeSelector", "tolerations", "affinity", "containers"}
-    assert kept["spec"]["affinity"] == {"nodeAffinity": pod["spec"]["affinity"]["nodeAffinity"]}
-    # Every container stays in its place (its index is its field path), with names and resources.
-    assert kept["spec"]["containers"] == [
-        {"name": "sidecar"},
-        {"name": "main", "resources": pod["spec"]["containers"][1]["resources"]},
-        {"name": "second", "resources": {"limits": {"volcano.sh/vgpu-memory": "1024"}}},
-    ]
-    assert len(json.dumps(kept)) * 5 < len(json.dumps(pod))
 
 
 def stored(store: Store, name: str, node: str | None = None) -> dict[str, Any]:
@@ -135,14 +189,14 @@ async def test_the_cache_answers_only_when_synced_and_for_the_bindings_uid() -> 
     store = Store()
     store.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
     waiting, bound = stored(store, "waiting"), stored(store, "bound", node="gpu-0")
-    pods = PendingPods(MemoryClusterClient(store))
+    pods = PendingPods(MemoryClusterClient(store), NVIDIA)
     uid = waiting["metadata"]["uid"]
     assert pods.get("ml", "waiting", uid) is None  # not listed yet: the arbiter GETs
     task = asyncio.create_task(pods.run())
     try:
         async with asyncio.timeout(5):
             await pods.informer.wait_synced()
-        assert pods.get("ml", "waiting", uid) == pending_pod(waiting)
+        assert pods.get("ml", "waiting", uid) == pending_pod(waiting, NVIDIA)
         assert pods.get("ml", "waiting", "another-uid") is None  # deleted and created again
         assert pods.get("ml", "waiting", "") is None  # a Binding without a UID
         assert pods.get("ml", "bound", bound["metadata"]["uid"]) is None  # not watched: bound
