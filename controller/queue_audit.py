@@ -11,6 +11,10 @@ says so where users look:
   queue's findings clear;
 - the gauge ``vgpu_guard_queue_guarantee_ratio{resource}``: guaranteed / capacity (> 1 is
   over-committed; +Inf when nothing provides a guaranteed resource);
+- a parent cycle (two ``spec.parent`` updates admitted at the same moment each pass a check made
+  against the queues as they were; admission cannot make the pair atomic): a Warning
+  ``QueueParentCycle`` on every queue of the cycle naming it and the patch that breaks it, an
+  error line, and the gauge ``vgpu_guard_queue_parent_cycles``;
 - one JSON audit line (logger ``vgpu_guard.audit``) whenever the outcome changes.
 
 It only ever creates Events: the user's Queue is never modified. It never judges an unsynced
@@ -32,7 +36,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues, format_amount
+from vgpu_guard.engine.rules.queues_validate import QueueAudit, QueueTree, audit_queues, format_amount
 from vgpu_guard.engine.violations import Violation
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.resources import EVENTS, QUEUES
@@ -52,6 +56,7 @@ REASONS: Mapping[str, str] = {
     "queue-quantity": "InvalidQuantity",
 }
 RESOLVED_REASON = "GuaranteesFit"
+CYCLE_REASON = "QueueParentCycle"
 # Kubernetes truncates event messages at 1 KiB; we cut first so the cut is marked.
 _EVENT_MESSAGE_LIMIT = 1024
 # Cluster-scoped objects' events live in "default" (as the kubelet does for Nodes).
@@ -61,6 +66,19 @@ _COMPONENT = "vgpu-guard"
 
 def _clip(text: str) -> str:
     return text if len(text) <= _EVENT_MESSAGE_LIMIT else text[: _EVENT_MESSAGE_LIMIT - 1] + "…"
+
+
+def _cycle_message(cycle: tuple[str, ...]) -> str:
+    """The cycle, why it exists, what it does to Volcano, and the patch that breaks it."""
+    loop = " -> ".join((*cycle, cycle[0]))
+    patch = '{"spec":{"parent":"root"}}'
+    return (
+        f"[queue-hierarchy] spec.parent: queues {loop} form a parent cycle (each parent update was "
+        "admitted against the queues as they were; two updates admitted at the same moment cannot be "
+        "checked as one); Volcano's capacity plugin with hierarchy enabled refuses allocation to every "
+        "queue while a job is in one of them; vgpu-guard changes no Queue: give one of them a parent "
+        f"outside the cycle, e.g. kubectl patch queue {cycle[0]} --type merge -p '{patch}'"
+    )
 
 
 def _ratio(audited: QueueAudit, resource: str) -> float:
@@ -91,6 +109,14 @@ class QueueAuditor:
             ["resource"],
             registry=registry,
         )
+        self.cycles = Gauge(
+            "vgpu_guard_queue_parent_cycles",
+            "Parent cycles among the Volcano Queues (spec.parent chains that loop; two parent updates "
+            "admitted at the same moment can close one). Each queue of a cycle has a Warning Event "
+            "QueueParentCycle naming it and the patch that breaks it.",
+            registry=registry,
+        )
+        self._cycles: list[tuple[str, ...]] = []
         # (queue, reason) -> the message last reported; a pass reports only what differs.
         self._reported: dict[tuple[str, str], str] = {}
         self._last_line: dict[str, Any] | None = None
@@ -101,9 +127,11 @@ class QueueAuditor:
         if not view.synced:
             return None
         audited = audit_queues(view, config)
+        cycles = QueueTree.from_queues(view.queues.values()).cycles()
         self._set_gauges(audited)
-        await self._report_events(view, audited)
-        self._audit_line(audited)
+        self._set_cycles(cycles)
+        await self._report_events(view, audited, cycles)
+        self._audit_line(audited, cycles)
         return audited
 
     def stand_down(self) -> None:
@@ -112,6 +140,8 @@ class QueueAuditor:
         for resource in self._gauged:
             self.ratio.remove(resource)
         self._gauged = set()
+        self.cycles.set(0)
+        self._cycles = []
         self._reported = {}
         self._last_line = None
 
@@ -122,11 +152,29 @@ class QueueAuditor:
             self.ratio.remove(gone)
         self._gauged = set(audited.resources)
 
-    async def _report_events(self, view: ClusterView, audited: QueueAudit) -> None:
+    def _set_cycles(self, cycles: list[tuple[str, ...]]) -> None:
+        self.cycles.set(len(cycles))
+        if cycles != self._cycles:
+            for cycle in cycles:
+                log.error("%s", _cycle_message(cycle))
+            self._cycles = cycles
+
+    async def _report_events(
+        self, view: ClusterView, audited: QueueAudit, cycles: list[tuple[str, ...]]
+    ) -> None:
         current: dict[tuple[str, str], tuple[str, str]] = {}  # key -> (message, type)
+        in_cycle = {name: cycle for cycle in cycles for name in cycle}
+        for name, cycle in in_cycle.items():
+            current[(name, CYCLE_REASON)] = (_clip(_cycle_message(cycle)), "Warning")
         for name, violations in audited.findings.items():
             by_reason: dict[str, list[Violation]] = {}
             for violation in violations:
+                if (
+                    name in in_cycle
+                    and violation.rule == "queue-hierarchy"
+                    and violation.path == "spec.parent"
+                ):
+                    continue  # the cycle's own Event says it, with the way out
                 by_reason.setdefault(REASONS.get(violation.rule, "QueueMisconfigured"), []).append(violation)
             for reason, found in by_reason.items():
                 current[(name, reason)] = (_clip("\n".join(v.render() for v in found)), "Warning")
@@ -179,8 +227,9 @@ class QueueAuditor:
             return False
         return True
 
-    def _audit_line(self, audited: QueueAudit) -> None:
+    def _audit_line(self, audited: QueueAudit, cycles: list[tuple[str, ...]]) -> None:
         line = {
+            "parent_cycles": [list(cycle) for cycle in cycles],
             "resources": {
                 r: {
                     "guaranteed": format_amount(r, u.guaranteed),

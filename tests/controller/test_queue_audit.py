@@ -287,3 +287,48 @@ async def test_run_queue_audit_reacts_to_a_node_removed(
     assert events(store)[0][3] == cpu_message("24", "60", "56", 7, "4")
     assert ratio(registry, "cpu") == 60 / 56
     assert not task.done()
+
+
+async def test_a_parent_cycle_is_reported_on_every_queue_of_it_with_the_way_out(store: Store) -> None:
+    """Two parent updates admitted at the same moment (the store has no webhook: as if both passed
+    their check) leave qx -> qy -> qx. Each queue gets one QueueParentCycle Event naming the cycle
+    and the patch; the gauge counts it; breaking it clears the gauge and says so."""
+    registry = CollectorRegistry()
+    auditor = QueueAuditor(MemoryClusterClient(store), registry=registry, clock=lambda: NOW)
+    store.create(QUEUES, queue("qx", "1", parent="qy"))
+    store.create(QUEUES, queue("qy", "1", parent="qx"))
+    await auditor.audit_once(view_of(store), CONFIG)
+    await auditor.audit_once(view_of(store), CONFIG)  # the same state: nothing new
+    message = (
+        "[queue-hierarchy] spec.parent: queues qx -> qy -> qx form a parent cycle (each parent update was "
+        "admitted against the queues as they were; two updates admitted at the same moment cannot be "
+        "checked as one); Volcano's capacity plugin with hierarchy enabled refuses allocation to every "
+        "queue while a job is in one of them; vgpu-guard changes no Queue: give one of them a parent "
+        'outside the cycle, e.g. kubectl patch queue qx --type merge -p \'{"spec":{"parent":"root"}}\''
+    )
+    cycle_events = [e for e in events(store) if e[2] == "QueueParentCycle"]
+    assert cycle_events == [
+        ("qx", "Warning", "QueueParentCycle", message),
+        ("qy", "Warning", "QueueParentCycle", message),
+    ]
+    # The cycle is said once per queue, not again as a parent finding.
+    assert not any(e[0] in ("qx", "qy") and "descendant" in e[3] for e in events(store))
+    assert registry.get_sample_value("vgpu_guard_queue_parent_cycles") == 1
+
+    store.patch(QUEUES, "qx", {"spec": {"parent": "root"}})
+    await auditor.audit_once(view_of(store), CONFIG)
+    assert registry.get_sample_value("vgpu_guard_queue_parent_cycles") == 0
+    assert events(store)[-2:] == [
+        (
+            "qx",
+            "Normal",
+            "GuaranteesFit",
+            "the queue's guarantees fit the cluster's capacity and its parent again",
+        ),
+        (
+            "qy",
+            "Normal",
+            "GuaranteesFit",
+            "the queue's guarantees fit the cluster's capacity and its parent again",
+        ),
+    ]

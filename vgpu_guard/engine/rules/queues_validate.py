@@ -230,6 +230,35 @@ class QueueTree:
         """How far the children's guarantees exceed the queue's own (zero or less: they fit)."""
         return self.children_sum(name, resource) - self.own(name, resource)
 
+    def cycles(self) -> list[tuple[str, ...]]:
+        """Every parent cycle, each in ``spec.parent`` order from its first queue by name.
+
+        Admission judges each write against the queues as they are, so two writes admitted at the
+        same moment (``qx.parent=qy`` and ``qy.parent=qx``) can close a cycle neither made alone;
+        the controller's audit finds it here. Why it matters (volcano-sh/volcano
+        pkg/scheduler/plugins/capacity/capacity.go at ed72c7c): with hierarchy enabled the capacity
+        plugin builds ancestors by following ``spec.parent`` (``updateAncestors``); in a cycle each
+        queue is the other's child, so none is a leaf, a job in one fails
+        ``buildHierarchicalQueueAttrs`` ("is not leaf queue"), and the plugin then refuses
+        allocation and enqueueing to every queue of the session (``readyToSchedule``).
+        """
+        found: list[tuple[str, ...]] = []
+        done: set[str] = set()
+        for start in sorted(self.parents):
+            path: list[str] = []
+            on_path: set[str] = set()
+            name = start
+            while name in self.parents and name != ROOT_QUEUE and name not in done and name not in on_path:
+                path.append(name)
+                on_path.add(name)
+                name = self.parents[name]
+            if name in on_path:
+                loop = path[path.index(name) :]
+                first = loop.index(min(loop))
+                found.append(tuple(loop[first:] + loop[:first]))
+            done.update(path)
+        return sorted(found)
+
     def ancestors(self, name: str) -> list[str]:
         """Parents up to the top, stopping at a cycle."""
         out: list[str] = []
