@@ -337,6 +337,14 @@ class AllocationController:
             log.info("binding %s to %s did not happen: %s", entry.key, entry_node, e)
             return False
         self.inputs.bound(pod, entry_node, notes)
+        if (
+            entry.group
+            and self.binder.retry is not None
+            and self.gang_status.follows((entry.namespace, entry.group))
+        ):
+            # The echo of our own binding wakes no pass, but this one may complete a gang: its
+            # members without vGPU are bound, and its PodGroup says Running, in the next pass.
+            self.binder.retry()
         self.metrics.allocations.labels(entry_node).inc()
         self._bound_keys.append(entry.key)
         devices = notes[VGPU_IDS]

@@ -36,7 +36,8 @@ class GangStatusWriter:
     def __init__(self, client: ClusterClient, *, clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self.clock = clock
-        # Gangs with a waiting status written by us: minMember, until ``Running`` is written.
+        # Gangs decided by us and not yet Running (placed, or waiting): minMember, until their
+        # PodGroup says ``Running``; a gang bound in full has no pending member to bring it back.
         self._following: dict[GangKey, int] = {}
         # What was last sent per gang, from which resourceVersion: not sent again until the cache
         # shows a newer object (our own patch, or someone else's write).
@@ -77,6 +78,8 @@ class GangStatusWriter:
         if status is None:
             if running:
                 self._forget(key)
+            else:  # placed and binding, or waiting as already written: Running comes later
+                self._following[key] = state.min_member
             return None
         body: dict[str, Any] = {"status": status}
         if version:
@@ -94,6 +97,11 @@ class GangStatusWriter:
         else:
             self._following[key] = state.min_member
         return None
+
+    def follows(self, key: GangKey) -> bool:
+        """True while the gang is decided by us and not yet written Running: a member's binding
+        must then bring a pass (it may complete the gang, and its members without vGPU wait for it)."""
+        return key in self._following
 
     def _forget(self, key: GangKey) -> None:
         self._following.pop(key, None)

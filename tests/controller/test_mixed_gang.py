@@ -46,6 +46,8 @@ async def test_the_launcher_is_bound_with_its_workers_and_holds_no_ledger_entry(
     [event] = [e for e in cluster.events("Scheduled") if e["involvedObject"]["name"] == "launcher"]
     assert "a member of gang default/mpi; it asks no vGPU" in event["message"]
     assert cluster.violations() == []
+    # Placed at once, never waiting: its PodGroup still comes to say Running.
+    assert cluster.store.get(PODGROUPS, "mpi", namespace="default")["status"]["phase"] == "Running"
 
 
 async def test_the_launcher_waits_while_the_workers_cannot_all_fit() -> None:

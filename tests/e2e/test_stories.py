@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import CONTROLLER_0, WEBHOOK_0, Env, drop_namespace, gpu_pod, new_namespace, plain_pod
-from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, LEASE, NAMESPACE, until
+from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, LEASE, NAMESPACE, POOL_LABEL, until
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEASES, LEDGERS, PODGROUPS, PODS, QUEUES
 
@@ -490,3 +490,71 @@ async def test_seed_004_a_gang_is_pinned_to_the_one_ib_cluster_that_holds_it(env
 
     pods = await settled_gpu_pods(env, bound_count=3, pending_count=0)
     assert sorted(p["spec"]["nodeName"] for p in pods) == ["e2e-ib-b-0", "e2e-ib-b-1", "e2e-ib-b-2"]
+
+
+# -- routing: a mixed gang ------------------------------------------------------------------------
+async def test_routing_binds_a_mixed_gang_whole_and_its_podgroup_says_running(env: Env) -> None:
+    """Issue 35: with routing on, a gang whose launcher asks no vGPU waited forever (Volcano never
+    saw the routed workers, our controller never placed the launcher). The launcher is routed with
+    its gang (its PodGroup's minResources ask vGPU), placed by the node constraints on a CPU worker,
+    bound once the workers' GPUs are committed, with no ledger entry; the PodGroup says Running."""
+    group = "mixed"
+    await env.create(
+        PODGROUPS,
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": group, "labels": {"e2e.vgpu-guard.io/suite": "e2e"}},
+            "spec": {"minMember": 3, "minResources": {"cpu": "1", "volcano.sh/vgpu-number": "2"}},
+        },
+    )
+    notes = {"scheduling.k8s.io/group-name": group}
+    launcher = plain_pod("launcher", annotations=notes)
+    launcher["spec"].update(schedulerName="volcano", nodeSelector={POOL_LABEL: "cpu"})
+    routed = f"vgpu-guard: set spec.schedulerName=vgpu-guard (was volcano; routing sends vGPU gang {env.ns}/{group} whole)"
+
+    async def podgroup_seen() -> bool:  # the webhook answers from its watch cache
+        _, warnings = await env.create(PODS, launcher, dry_run=True)
+        return routed in warnings
+
+    await until("the webhook to see the PodGroup", podgroup_seen, within=10)
+    created, warnings = await env.create(PODS, launcher)
+    assert warnings == [routed] and created["spec"]["schedulerName"] == "vgpu-guard"
+    for i in range(2):
+        await env.create(PODS, gpu_pod(f"worker-{i}", 8192, pool="seed-000", annotations=notes))
+
+    async def all_bound() -> list[Obj] | None:
+        pods = await env.pods()
+        return pods if len(bound(pods)) == 3 else None
+
+    try:
+        pods = await until("the whole gang bound", all_bound)
+    except AssertionError:
+        for p in await env.pods():
+            print(
+                "DEBUG",
+                p["metadata"]["name"],
+                p["spec"].get("nodeName"),
+                p["spec"].get("schedulerName"),
+                (p.get("status") or {}).get("conditions"),
+                annotations_of(p),
+            )
+        raise
+    where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    assert where["worker-0"] == where["worker-1"] == "e2e-a10-0"
+    assert where["launcher"].startswith("e2e-worker-")
+    launcher_now = next(p for p in pods if p["metadata"]["name"] == "launcher")
+    assert "volcano.sh/vgpu-ids-new" not in annotations_of(launcher_now)
+    ledger = await env.api.get(LEDGERS, "e2e-a10-0")
+    holders = {a["name"] for a in ledger["spec"]["allocations"] if a["namespace"] == env.ns}
+    assert holders == {"worker-0", "worker-1"}
+
+    async def running() -> Obj | None:
+        podgroup = await env.api.get(PODGROUPS, group, namespace=env.ns)
+        status = podgroup.get("status") or {}
+        return status if status.get("phase") == "Running" else None
+
+    status = await until("the PodGroup Running", running)
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [
+        ("Scheduled", "tasks in gang are ready to be scheduled")
+    ]

@@ -96,6 +96,15 @@ def test_gang_members_reach_the_mutating_webhook_with_ib_pinning() -> None:
     assert not sent(ib, pod(CPU))
 
 
+def test_gang_members_reach_the_mutating_webhook_with_routing_alone() -> None:
+    """Routing sends a vGPU gang whole: a member without vGPU must reach the mutation to be routed."""
+    member = pod(CPU, annotations={"scheduling.k8s.io/group-name": "mpi"})
+    routing = {"config": {"scheduling": {"routing": True}}}
+    expressions = conditions(routing, "MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io")
+    assert sent(expressions, member)
+    assert not sent(expressions, pod(CPU))
+
+
 def test_inline_device_config_resource_names() -> None:
     values = SCENARIOS["device-config-inline"]
     expressions = conditions(values, "MutatingWebhookConfiguration", "pods.vgpu.vgpu-guard.io")

@@ -27,7 +27,7 @@ from vgpu_guard.engine.gang import decide_gang, gang_of, ib_enabled
 from vgpu_guard.engine.object_size import too_large
 from vgpu_guard.engine.patch import MISSING, apply_ops, diff, value_at
 from vgpu_guard.engine.rules.fleet import fleet_config
-from vgpu_guard.engine.rules.pods_mutate import normalise_pod
+from vgpu_guard.engine.rules.pods_mutate import normalise_pod, vgpu_gang
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 from vgpu_guard.engine.rules.queues_validate import admit_queue, admit_queue_delete
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
@@ -60,7 +60,8 @@ def _has_vgpu(pod: Mapping[str, Any], config: GuardConfig) -> bool:
 def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> AdmissionDecision:
     pod = request.object or {}
     gang = ib_enabled(config) and gang_of(pod) is not None
-    if not _has_vgpu(pod, config) and not gang:
+    routed = config.scheduling.routing and vgpu_gang(pod, view, config) is not None
+    if not _has_vgpu(pod, config) and not gang and not routed:
         return AdmissionDecision(allowed=True, object=pod)
     work, warnings = normalise_pod(pod, view, config)
     persist: tuple[Mapping[str, Any], ...] = ()

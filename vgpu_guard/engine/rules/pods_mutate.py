@@ -27,9 +27,10 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import MODES, Mode
 from vgpu_guard.engine.mig import MigChoice, round_to_profile, usable_mib
 from vgpu_guard.engine.patch import working_copy
+from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS
 from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuKey, resource_names, vgpu_containers
 
-__all__ = ["choose_mode", "normalise_pod"]
+__all__ = ["choose_mode", "normalise_pod", "vgpu_gang"]
 
 _WHO = "vgpu-guard"
 
@@ -176,6 +177,52 @@ def _exempt(pod: Mapping[str, Any], config: GuardConfig) -> bool:
     return isinstance(metadata, Mapping) and metadata.get("namespace") in config.admission.exempt_namespaces
 
 
+def vgpu_gang(pod: Mapping[str, Any], view: ClusterView, config: GuardConfig) -> str | None:
+    """``namespace/name`` of the pod's PodGroup when that gang asks for vGPU, else None.
+
+    Routing sends a gang whole (a mixed gang split between two schedulers waits forever), so a
+    member that asks no vGPU is routed too. At its admission the other members may not exist yet;
+    the PodGroup's ``spec.minResources`` says what the gang asks (Volcano's job controller sums
+    the first minAvailable tasks' resources into it: pkg/controllers/job/job_controller_actions.go
+    ``calcPGMinResources``), so a vGPU resource there marks a vGPU gang. Older releases sum the
+    containers' requests and limits (plain names); newer ones the pod's quota usage, where an
+    extended resource appears only as ``requests.<name>``: both are read.
+    """
+    metadata = pod.get("metadata")
+    notes = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(notes, Mapping):
+        return None
+    group = next((str(notes[a]) for a in GROUP_ANNOTATIONS if notes.get(a)), "")
+    namespace = str(metadata.get("namespace") or "default") if isinstance(metadata, Mapping) else "default"
+    podgroup = view.podgroups.get((namespace, group)) if group else None
+    spec = podgroup.get("spec") if podgroup is not None else None
+    wanted = spec.get("minResources") if isinstance(spec, Mapping) else None
+    if not isinstance(wanted, Mapping):
+        return None
+    asked = {str(name).removeprefix("requests.").removeprefix("limits.") for name in wanted}
+    if not set(resource_names(config.nvidia).values()) & asked:
+        return None
+    return f"{namespace}/{group}"
+
+
+def _route_gang_member(
+    work: dict[str, Any], spec: MutableMapping[str, Any], view: ClusterView, config: GuardConfig
+) -> list[str]:
+    """Routing on: a pod without vGPU of a vGPU gang goes to our scheduler with the rest of it."""
+    scheduling = config.scheduling
+    if not scheduling.routing or spec.get("schedulerName") == scheduling.scheduler_name:
+        return []
+    gang = vgpu_gang(work, view, config)
+    if gang is None:
+        return []
+    previous = spec.get("schedulerName") or "default-scheduler"
+    spec["schedulerName"] = scheduling.scheduler_name
+    return [
+        f"{_WHO}: set spec.schedulerName={scheduling.scheduler_name} (was {previous}; "
+        f"routing sends vGPU gang {gang} whole)"
+    ]
+
+
 def normalise_pod(
     pod: Mapping[str, Any], view: ClusterView, config: GuardConfig
 ) -> tuple[dict[str, Any], list[str]]:
@@ -189,7 +236,7 @@ def normalise_pod(
     found = list(vgpu_containers(spec, nvidia))
     containers = [cv for cv in found if _well_formed(cv)]
     if not found:
-        return work, []
+        return work, _route_gang_member(work, spec, view, config)
     warnings: list[str] = []
     effective: list[tuple[ContainerVgpu, dict[VgpuKey, int]]] = []
     for cv in containers:
