@@ -746,6 +746,13 @@ class AllocationController:
             except Conflict as e:
                 conflicts.append(e)
                 return
+            except NotFound as e:
+                if old.resource_version is None:
+                    failed[name] = e  # a POST: the resource itself is not served
+                    return
+                # Deleted since it was read: as stale as a 409, decided again from the next read.
+                conflicts.append(Conflict(f"GPULedger {name} was deleted under this write: {e}", code=409))
+                return
             except KubeError as e:
                 failed[name] = e
                 return

@@ -331,6 +331,10 @@ class CachedInputs:
         ours = self._ledger_overlay.get(_name(event.object))
         if event.type != "DELETED" and ours is not None and _rv(ours[1]) == _rv(event.object):
             return  # the echo of our own write
+        if event.type == "DELETED" and ours is not None and _rv(event.object) >= _rv(ours[1]):
+            # Deleted after our write: the overlay must not bring it back until its TTL (every
+            # write of that node would meet 404 meanwhile).
+            del self._ledger_overlay[_name(event.object)]
         self.changed.set()
 
     def _on_node(self, event: InformerEvent) -> None:

@@ -20,7 +20,7 @@ from vgpu_guard.engine.ledger import (
 )
 from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, pod_facts
-from vgpu_guard.kube.resources import PODS
+from vgpu_guard.kube.resources import LEDGERS, PODS
 from vgpu_guard.kube.sharing import SharedParts
 
 Obj = dict[str, Any]
@@ -246,3 +246,19 @@ async def test_our_own_ledger_write_is_kept_decoded_like_the_cache_keeps_ledgers
     ours = (await inputs.read(cluster.config)).ledgers["a"]
     assert "allocations" not in ours["spec"]  # no raw entries kept beside the decoded ones
     assert decode_ledger(ours).allocations == {"u": entry}
+
+
+async def test_a_ledger_we_wrote_and_someone_deleted_is_not_brought_back_by_our_copy() -> None:
+    """Our copy of a ledger we wrote stands in until the informer shows that version; deleted
+    after our write, the copy goes with the DELETE (it used to stay for OVERLAY_TTL_SECONDS, and
+    every write of that node met 404 meanwhile)."""
+    cluster = Cluster([gpu_node("a", 1)])
+    client = MemoryClusterClient(cluster.store)
+    inputs = CachedInputs(client)
+    async with running(inputs):
+        written = await client.create(LEDGERS, encode_ledger(NodeLedger(node="a")))
+        inputs.wrote_ledger(written)
+        assert "a" in (await inputs.read(cluster.config)).ledgers
+        await client.delete(LEDGERS, "a")
+        await until(lambda: ("", "a") not in inputs.cluster.ledgers.items)
+        assert "a" not in (await inputs.read(cluster.config)).ledgers

@@ -20,7 +20,7 @@ from vgpu_guard.apidouble.client import MemoryClusterClient, conflict_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.unwritable import UnwritableNodes
-from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError
+from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, NotFound
 from vgpu_guard.kube.resources import LEDGERS, Resource
 
 Obj = dict[str, Any]
@@ -260,3 +260,18 @@ async def test_the_pod_decided_for_the_refused_node_is_undone_there_and_goes_els
     await controller.settle()
     assert cluster.bound() == {"either": "gpu-a"}
     assert client.refusals == 1
+
+
+async def test_a_ledger_deleted_under_the_write_is_decided_again_not_held() -> None:
+    cluster = two_nodes()
+    controller, client, registry = replica(cluster)
+    client.refused.clear()
+    cluster.create_pod(pinned("first", "gpu-b"))
+    await cluster.converge(controller)
+    client.refused.add("gpu-b")
+    client.error = NotFound('gpuledgers.vgpu-guard.io "gpu-b" not found', code=404, reason="NotFound")
+    cluster.create_pod(pinned("second", "gpu-b"))
+    result = await controller.run_once()
+    assert result.conflicts == 1
+    assert failures(registry, "gpu-b", "not-found") is None
+    assert not controller.unwritable.blocked("gpu-b", cluster.clock())

@@ -53,7 +53,7 @@ CONTROLLER_0 = "e2e-controller-0"
 
 BACKENDS = ["double", "cluster"]
 # Pools of nodes a story creates for itself (and deletes after it).
-STORY_POOLS = {"arbiter"}
+STORY_POOLS = {"arbiter", "isolation", "isolation-b"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
