@@ -455,6 +455,8 @@ class AllocationController:
         self._log_bad_ledgers()
         self._node_objs = inputs.nodes
         self._summary_due |= changes.nodes
+        for name in changes.nodes - world.view.nodes.keys():
+            self.unwritable.forget(name)  # a node that is gone has nothing to retry
         if changes.freed:
             self._unplaceable.capacity_freed()
         self._forget(changes.gone)

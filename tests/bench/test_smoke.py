@@ -58,6 +58,8 @@ def test_smoke(script: str, expect: str) -> None:
         ),
         # Two controller replicas on one Lease: the table names a leader and a standby.
         ("standby_bench.py", ["| standby |", "| leader (baseline) |"]),
+        # Ghost ledger entries on one node, a canary on another, the controller as a process.
+        ("ghost_entries_bench.py --real", ["real control plane (kube-apiserver 1.20.2)", "| 200 |"]),
         # Volcano's annotated Bindings with the arbiter's webhook installed and without it: both
         # cases measured on both sides, every binding of the arbiter's side held in a ledger.
         (
@@ -79,8 +81,9 @@ def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None
     why = unavailable()
     if why:
         pytest.skip(why)
+    name, *flags = script.split()
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--smoke"],
+        [sys.executable, str(BENCH / name), "--smoke", *flags],
         capture_output=True,
         text=True,
         timeout=240,

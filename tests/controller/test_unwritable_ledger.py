@@ -21,7 +21,7 @@ from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.unwritable import UnwritableNodes
 from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, NotFound
-from vgpu_guard.kube.resources import LEDGERS, Resource
+from vgpu_guard.kube.resources import LEDGERS, NODES, Resource
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"
@@ -275,3 +275,14 @@ async def test_a_ledger_deleted_under_the_write_is_decided_again_not_held() -> N
     assert result.conflicts == 1
     assert failures(registry, "gpu-b", "not-found") is None
     assert not controller.unwritable.blocked("gpu-b", cluster.clock())
+
+
+async def test_a_held_node_that_is_deleted_is_forgotten() -> None:
+    cluster = two_nodes()
+    controller, _, _ = replica(cluster)
+    cluster.create_pod(pinned("on-b", "gpu-b"))
+    await controller.run_once()
+    assert controller.unwritable.state("gpu-b") is not None
+    cluster.store.delete(NODES, "gpu-b")
+    await controller.run_once()
+    assert controller.unwritable.state("gpu-b") is None
