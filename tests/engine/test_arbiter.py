@@ -69,6 +69,18 @@ def test_seed_000_the_third_12_gib_assignment_on_the_last_card_is_refused() -> N
     ]
 
 
+def test_holders_are_named_in_order_whatever_order_their_writes_landed_in() -> None:
+    ledger = seed_000_ledger()
+    raw = "GPU-gpu-0-7,NVIDIA,12288,0:;"
+    for name in ("web-b", "web-a"):  # Volcano's bindings race: the later name lands first
+        outcome = decide(binding(raw), request(name), ledger)
+        assert isinstance(outcome, Reserved) and outcome.ledger is not None
+        ledger = outcome.ledger
+    third = decide(binding(raw), request("web-c"), ledger)
+    assert isinstance(third, Refused)
+    assert "(held by default/web-a, default/web-b)" in third.violations[0].message
+
+
 def test_a_device_the_node_does_not_register_is_refused() -> None:
     outcome = decide(binding("GPU-elsewhere,NVIDIA,1024,0:;"), request("web", 1024), NodeLedger("gpu-0"))
     assert isinstance(outcome, Refused)

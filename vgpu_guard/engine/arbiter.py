@@ -134,6 +134,8 @@ def _refused(written: WrittenAssignment, *messages: str) -> Refused:
 
 
 def _holders(pods: list[str]) -> str:
+    """The pods holding a GPU, by name (not ledger order, which is the order writes landed in)."""
+    pods = sorted(pods)
     shown = ", ".join(pods[:4])
     return shown + (f" and {len(pods) - 4} more" if len(pods) > 4 else "")
 
