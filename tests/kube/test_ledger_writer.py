@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -13,7 +14,7 @@ from tests.builders import default_config, gpu_node, pod, view_of
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbitrate
-from vgpu_guard.engine.ledger import NodeLedger, decode_ledger
+from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.kube.ledger_writer import Decide, LedgerWriteMetrics, LedgerWriter, WriteFailed
 from vgpu_guard.kube.resources import CRDS, LEDGERS
@@ -125,3 +126,27 @@ async def test_a_failed_write_answers_every_waiting_request_with_the_reason() ->
         await ledgers.reserve("gpu-0", decision("b", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE),
         Reserved,
     )
+
+
+async def test_a_written_ledger_is_remembered_at_the_servers_version_without_decoding_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 35's CPU per binding: the server's answer to a write is the ledger sent, so the writer
+    remembers what it sent at the answer's resourceVersion; decoding the answer validated every
+    entry once more per write. The next reservation decides on the write without a read."""
+    client = api()
+    ledgers = writer(client)
+
+    def no_decode(obj: object) -> NodeLedger:
+        raise LedgerError("the writer decoded the server's answer")
+
+    monkeypatch.setattr("vgpu_guard.kube.ledger_writer.decode_ledger", no_decode)
+    first = await ledgers.reserve("gpu-0", decision("a", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE)
+    assert isinstance(first, Reserved) and first.ledger is not None
+    stored_now = await client.get(LEDGERS, "gpu-0")
+    remembered = ledgers.newest(NodeLedger("gpu-0"))
+    assert remembered == replace(first.ledger, resource_version=stored_now["metadata"]["resourceVersion"])
+    second = await ledgers.reserve("gpu-0", decision("b", 0, 1024), cached=NodeLedger("gpu-0"), info=NODE)
+    assert isinstance(second, Reserved)
+    monkeypatch.undo()
+    assert sorted(a.name for a in (await stored(client)).allocations.values()) == ["a", "b"]

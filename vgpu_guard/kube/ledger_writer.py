@@ -18,11 +18,10 @@ still-unanswered requests again; nothing is answered "reserved" before its write
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -167,10 +166,13 @@ class LedgerWriter:
             self._count("error")
             raise
         self._count("written")
-        if isinstance(written, dict) and written.get("metadata"):
-            # What the server returned is what we sent; a decode error is reported by readers.
-            with contextlib.suppress(LedgerError):
-                self._remember(decode_ledger(written))
+        metadata = written.get("metadata") if isinstance(written, dict) else None
+        if isinstance(metadata, dict):
+            # What the server stored is what we sent, at its new resourceVersion: remembered without
+            # decoding the answer again (every entry validated once more per write, for nothing).
+            version = metadata.get("resourceVersion")
+            if version:
+                self._remember(replace(new, resource_version=str(version)))
             if self.on_written is not None:
                 self.on_written(written)
         return written
