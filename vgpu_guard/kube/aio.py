@@ -96,16 +96,23 @@ class AioClusterClient:
         failures leave as ``KubeError`` about ``request``."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
-            req = await self.api.param_serialize(
+            # The body goes to the transport as it is: it is JSON already (dicts, lists and scalars),
+            # and the library's sanitize_for_serialization would copy it whole, one call per value,
+            # for nothing (0.14 ms for a 15-entry GPULedger: the arbiter writes one per binding).
+            verb, url, headers, _, post = await self.api.param_serialize(
                 method=method,
                 resource_path=path,
                 query_params=params,
                 header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
                 auth_settings=["BearerToken"],
             )
             resp = await self.api.call_api(
-                *req, _request_timeout=client_timeout or aiohttp.ClientTimeout(total=self.request_timeout)
+                verb,
+                url,
+                headers,
+                body,
+                post,
+                _request_timeout=client_timeout or aiohttp.ClientTimeout(total=self.request_timeout),
             )
         except kclient.ApiException as e:
             body = _status_body((e.body or "").encode())
