@@ -38,9 +38,9 @@ def evaluations(allocator: Allocator) -> Iterator[list[str]]:
     seen: list[str] = []
     original = allocator._evaluate
 
-    def counted(pod: Any, node: Any) -> Any:
+    def counted(pod: Any, node: Any, cycle: Any) -> Any:
         seen.append(node.info.name)
-        return original(pod, node)
+        return original(pod, node, cycle)
 
     allocator._evaluate = counted  # type: ignore[method-assign]
     try:

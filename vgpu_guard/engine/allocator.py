@@ -5,8 +5,9 @@ ledgers (what every GPU already holds) and the count of whole-card ``nvidia.com/
 node (Volcano #4712: they share the same physical cards, so that many cards must stay empty).
 
 Rules, in Volcano's order (../../docs/design/ledger.md and device-plugin-formats.md):
-- node: has vGPU devices, Ready, not cordoned, nodeSelector and required node affinity, taints
-  tolerated, mode equal to the pod's ``volcano.sh/vgpu-mode``, enough cards;
+- node: has vGPU devices, then the filter plugins (``scheduling.framework``: Ready, not cordoned,
+  nodeSelector and required node affinity, taints tolerated, and with the pods on the nodes
+  kube-scheduler's other filters), mode equal to the pod's ``volcano.sh/vgpu-mode``, enough cards;
 - card: uuid use/nouse (deny wins), healthy, a free split slot, for a pod with
   ``volcano.sh/vgpu-podgroup-policy: spread`` no other member of its PodGroup on the card (Volcano's
   ``deviceHasPodFromSameGroup``), free memory, cores <= 100, a
@@ -43,11 +44,11 @@ from vgpu_guard.engine.equivalence import equivalence_class
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
-from vgpu_guard.engine.node_filter import node_rejection, readiness_rejection
 from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
-from vgpu_guard.engine.scheduling import NodeConstraints, Prepared, Workloads, unsupported_message
+from vgpu_guard.engine.scheduling import Framework, PodCycle, Workloads, unsupported_message
+from vgpu_guard.engine.scheduling.plugins import node_affinity
 
 __all__ = [
     "Allocator",
@@ -160,7 +161,7 @@ def _queue_vector(containers: Sequence[ContainerGrant], factor: int) -> tuple[in
 _NO_NODES: frozenset[str] = frozenset()
 _NO_GPU = NodeFailure("no-gpu")
 _GPU_PROBLEM = NodeFailure("gpu-problem")
-_UNMATCHED = NodeFailure("selector")
+_UNMATCHED = node_affinity.SELECTOR
 _HELD = NodeFailure("ledger")
 
 
@@ -173,12 +174,6 @@ def _gpu_failure(info: NodeInfo) -> NodeFailure | None:
     if not info.gpus:
         return _NO_GPU
     return None
-
-
-def _rejection_failure(rejection: str) -> NodeFailure:
-    """A ``node_filter`` reason (``code`` or ``code:detail``) as a counted failure."""
-    code, _, detail = rejection.partition(":")
-    return NodeFailure(code, detail)
 
 
 class Allocator:
@@ -200,10 +195,11 @@ class Allocator:
         workloads: Workloads | None = None,
     ) -> None:
         self.view = view
-        # kube-scheduler's other filters (resources, ports, pod affinity, spread, volumes), over
-        # the pods on each node; None checks GPUs and node labels/taints only.
-        self._constraints = NodeConstraints(view.nodes, workloads) if workloads is not None else None
-        self._prepared: Prepared | None = None
+        # The filter plugins: the node's own checks, and kube-scheduler's other filters (resources,
+        # ports, pod affinity, spread, volumes) over the pods on each node when ``workloads`` is
+        # given (None: GPUs and node labels, cordon and taints only).
+        self._workloads = workloads
+        self._framework = Framework(view.nodes, workloads)
         # The vGPU resources are judged per GPU first (reasons that name the card and the numbers),
         # then as node sums against allocatable, as the kubelet admits them.
         nvidia = config.nvidia
@@ -238,7 +234,6 @@ class Allocator:
         # workloads' own per-node epoch it stamps the remembered verdicts (equivalence.py).
         self._epochs: dict[str, int] = {}
         self._classes: dict[Hashable, int] = {}
-        self._class: int | None = None  # the equivalence class of the pod being placed
         self._memo: dict[tuple[int, str], tuple[tuple[int, int], _Verdict]] = {}
         # Node names by label pair: a pod's nodeSelector picks its candidates from here instead of
         # judging every node of the cluster (GPU pools are usually chosen this way).
@@ -297,8 +292,7 @@ class Allocator:
     def set_view(self, view: ClusterView) -> None:
         """Queues, PodGroups and the node count of messages from ``view``; nodes via ``replace_node``."""
         self.view = view
-        if self._constraints is not None:
-            self._constraints.nodes = view.nodes
+        self._framework.nodes = view.nodes
 
     def replace_ledger(self, node: str, ledger: NodeLedger | None) -> None:
         """Hold exactly ``ledger``'s entries on ``node`` (None: no ledger) instead of the current ones."""
@@ -428,30 +422,30 @@ class Allocator:
             return
         if not allocation.containers:  # a gang member without vGPU: no ledger entry
             self._plain[allocation.pod_uid] = placement.node
-            if self._constraints is not None and placement.pod.facts is not None:
-                self._constraints.workloads.assume(placement.pod.facts, placement.node)
+            if self._workloads is not None and placement.pod.facts is not None:
+                self._workloads.assume(placement.pod.facts, placement.node)
             return
         ledger = self._ledgers.get(placement.node) or NodeLedger(node=placement.node)
         self._ledgers[placement.node] = ledger.with_allocation(allocation)
         self.touched.add(placement.node)
         self._apply(placement.node, allocation, sign=1)
-        if self._constraints is not None and placement.pod.facts is not None:
-            self._constraints.workloads.assume(placement.pod.facts, placement.node)
+        if self._workloads is not None and placement.pod.facts is not None:
+            self._workloads.assume(placement.pod.facts, placement.node)
 
     def release(self, pod_uid: str) -> Allocation | None:
         """Remove a pod's entry from the state; returns what it held (None: nothing)."""
         node = self._where.get(pod_uid)
         if node is None:
-            if self._plain.pop(pod_uid, None) is not None and self._constraints is not None:
-                self._constraints.workloads.forget(pod_uid)
+            if self._plain.pop(pod_uid, None) is not None and self._workloads is not None:
+                self._workloads.forget(pod_uid)
             return None
         ledger = self._ledgers[node]
         allocation = ledger.allocations[pod_uid]
         self._ledgers[node] = ledger.without(pod_uid)
         self.touched.add(node)
         self._apply(node, allocation, sign=-1)
-        if self._constraints is not None:
-            self._constraints.workloads.forget(pod_uid)
+        if self._workloads is not None:
+            self._workloads.forget(pod_uid)
         return allocation
 
     def mark_committed(self, pod_uid: str) -> Allocation:
@@ -598,20 +592,18 @@ class Allocator:
             if grant.memory > 0 or grant.cores > 0
         )
 
-    def _node_failure(self, pod: PodRequest, node: _Node) -> NodeFailure | None:
+    def _node_failure(self, pod: PodRequest, node: _Node, cycle: PodCycle) -> NodeFailure | None:
+        """The node's GPU checks, then the filter plugins (vGPU resources left for ``_evaluate``),
+        then the pod's mode and card count."""
         info = node.info
         failure = _gpu_failure(info)
         if failure is not None:
             return failure
         if self._held and info.name in self._held:
             return _HELD
-        rejection = node_rejection(pod, info)
-        if rejection is not None:
-            return _rejection_failure(rejection)
-        if self._constraints is not None and self._prepared is not None:
-            reasons = self._constraints.reasons(self._prepared, info, later=self._vgpu_resources)
-            if reasons:
-                return NodeFailure("scheduler", reasons=reasons)
+        failure = cycle.filter(info)
+        if failure is not None:
+            return failure
         if pod.mode is not None and info.mode != pod.mode:
             return NodeFailure("mode", f"{info.mode} mode (the pod requires {pod.mode})")
         most = max(c.count for c in pod.containers)
@@ -620,10 +612,10 @@ class Allocator:
         return None
 
     def _evaluate(
-        self, pod: PodRequest, node: _Node
+        self, pod: PodRequest, node: _Node, cycle: PodCycle
     ) -> tuple[_Key, tuple[ContainerGrant, ...]] | tuple[NodeFailure | None, list[CardFailure]]:
         """The node's best grants and rank, or (node failure, card failures)."""
-        failure = self._node_failure(pod, node)
+        failure = self._node_failure(pod, node, cycle)
         if failure is not None:
             return failure, []
         deltas: dict[int, _Delta] = {}
@@ -680,10 +672,9 @@ class Allocator:
                 devices.append(grant)
             chosen_all.append(ContainerGrant(index=request.index, name=request.name, devices=tuple(devices)))
         assert rank is not None
-        if self._constraints is not None and self._prepared is not None:
-            reasons = self._constraints.fits_later(self._prepared, node.info, self._vgpu_resources)
-            if reasons:
-                return NodeFailure("scheduler", reasons=reasons), []
+        failure = cycle.fits_later(node.info)
+        if failure is not None:
+            return failure, []
         return rank, tuple(chosen_all)
 
     # --- search --------------------------------------------------------------------------------
@@ -715,43 +706,44 @@ class Allocator:
         else:
             yield from heapq.merge(*streams)
 
-    def _order(self, rank: _Key, name: str) -> _Order:
+    def _order(self, rank: _Key, name: str, cycle: PodCycle) -> _Order:
         """GPU packing first; among equal cards, the node kube-scheduler's LeastAllocated would
         prefer (most cpu and memory left); then the node name, so the result is deterministic."""
-        lean = 0
-        if self._constraints is not None and self._prepared is not None:
-            lean = -self._constraints.least_allocated(self._prepared, self._nodes[name].info)
+        lean = -cycle.least_allocated(self._nodes[name].info)
         return (rank[0], lean, rank[1], rank[2])
 
-    def _verdict(self, pod: PodRequest, name: str) -> _Verdict:
-        result = self._evaluate(pod, self._nodes[name])
+    def _verdict(self, pod: PodRequest, name: str, cycle: PodCycle) -> _Verdict:
+        result = self._evaluate(pod, self._nodes[name], cycle)
         if not isinstance(result[0], tuple):
             return None
         rank, grants = result
-        return self._order(rank, name), grants
+        return self._order(rank, name, cycle), grants
 
-    def _judge(self, pod: PodRequest, name: str) -> _Verdict:
-        """``_verdict``, remembered per equivalence class while the node's epochs stand still."""
-        if self._class is None:
-            return self._verdict(pod, name)
-        workloads = self._constraints.workloads.epoch(name) if self._constraints is not None else 0
+    def _judge(self, pod: PodRequest, name: str, cycle: PodCycle, shape: int | None) -> _Verdict:
+        """``_verdict``, remembered per equivalence class (``shape``) while the node's epochs
+        stand still."""
+        if shape is None:
+            return self._verdict(pod, name, cycle)
+        workloads = self._workloads.epoch(name) if self._workloads is not None else 0
         stamp = (self._epochs.get(name, 0), workloads)
-        key = (self._class, name)
+        key = (shape, name)
         known = self._memo.get(key)
         if known is not None and known[0] == stamp:
             return known[1]
-        verdict = self._verdict(pod, name)
+        verdict = self._verdict(pod, name, cycle)
         if len(self._memo) >= MEMO_LIMIT:
             self._memo.clear()
         self._memo[key] = (stamp, verdict)
         return verdict
 
-    def _search(self, pod: PodRequest) -> tuple[str, tuple[ContainerGrant, ...]] | None:
+    def _search(
+        self, pod: PodRequest, cycle: PodCycle, shape: int | None
+    ) -> tuple[str, tuple[ContainerGrant, ...]] | None:
         best: tuple[_Order, str, tuple[ContainerGrant, ...]] | None = None
         if self.search == "scan":
             # The reference: every node, evaluated afresh (no memo), for the property tests.
             for name in sorted(self._nodes):
-                verdict = self._verdict(pod, name)
+                verdict = self._verdict(pod, name, cycle)
                 if verdict is not None and (best is None or verdict[0] < best[0]):
                     best = (verdict[0], name, verdict[1])
         else:
@@ -770,14 +762,14 @@ class Allocator:
                     # than the best rank is always looked at: its node failed a card check there
                     # (a PodGroup member, a type, cores) but may rank better through another card.
                     ties += 1
-                verdict = self._judge(pod, name)
+                verdict = self._judge(pod, name, cycle, shape)
                 if verdict is not None and (best is None or verdict[0] < best[0]):
                     best = (verdict[0], name, verdict[1])
         return (best[1], best[2]) if best is not None else None
 
     def _class_of(self, pod: PodRequest) -> int | None:
         """A small id for the pod's equivalence class (None: evaluate every node afresh)."""
-        workloads = self._constraints.workloads if self._constraints is not None else None
+        workloads = self._workloads
         shape = equivalence_class(pod, anti_affinity_pods=workloads.anti_affinity_pods if workloads else 0)
         if shape is None:
             return None
@@ -786,18 +778,19 @@ class Allocator:
             self._memo.clear()
         return self._classes.setdefault(shape, len(self._classes))
 
-    def diagnose(self, pod: PodRequest) -> str:
+    def diagnose(self, pod: PodRequest, cycle: PodCycle) -> str:
         """The ``0/N nodes are available`` message: every node judged, every reason counted.
 
         The nodes a nodeSelector leaves out are judged by the checks that come before the
-        selector's (``_node_failure``, ``node_rejection``) and otherwise counted as the selector's,
-        without evaluating them: at a few thousand nodes that was most of a refused pod's cost.
+        selector's (``_gpu_failure``, the plugins before NodeAffinity) and otherwise counted as the
+        selector's, without evaluating them: at a few thousand nodes that was most of a refused
+        pod's cost. ``cycle`` is the pod's PreFilter results (``_prepare``).
         """
         node_failures: list[NodeFailure] = []
         card_failures: list[CardFailure] = []
         selected = self._selected(pod)
         for name in sorted(self._nodes) if selected is None else sorted(selected):
-            result = self._evaluate(pod, self._nodes[name])
+            result = self._evaluate(pod, self._nodes[name], cycle)
             if isinstance(result[0], tuple):
                 continue
             failure, cards = result
@@ -805,7 +798,7 @@ class Allocator:
                 node_failures.append(failure)
             card_failures.extend(cards)
         if selected is not None:
-            node_failures.extend(self._unselected(pod, selected))
+            node_failures.extend(self._unselected(selected, cycle))
         return unavailable_message(len(self.view.nodes), node_failures, card_failures)
 
     def _selected(self, pod: PodRequest) -> set[str] | None:
@@ -816,7 +809,7 @@ class Allocator:
         groups = sorted((self._labelled.get(pair, _NO_NODES) for pair in pod.node_selector.items()), key=len)
         return set(groups[0]).intersection(*groups[1:])
 
-    def _unselected(self, pod: PodRequest, selected: set[str]) -> list[NodeFailure]:
+    def _unselected(self, selected: set[str], cycle: PodCycle) -> list[NodeFailure]:
         """``_node_failure`` of each node outside ``selected``: its GPU checks, the checks before
         the selector's, or the selector (which such a node fails by construction)."""
         failures: list[NodeFailure] = []
@@ -825,8 +818,7 @@ class Allocator:
                 continue
             failure = _gpu_failure(node.info)
             if failure is None:
-                early = readiness_rejection(pod, node.info)
-                failure = _UNMATCHED if early is None else _rejection_failure(early)
+                failure = cycle.filter_before(node_affinity.NAME, node.info) or _UNMATCHED
             failures.append(failure)
         return failures
 
@@ -883,21 +875,16 @@ class Allocator:
         refusal = self._queue_refusal(pod, queue, explicit, ())
         if refusal is not None:
             return Unplaceable(pod=pod, message=refusal, cause="queue")
-        if self._constraints is not None and pod.facts is not None:
+        if self._workloads is not None and pod.facts is not None:
             unsupported = unsupported_message(pod.facts)
             if unsupported is not None:
                 return Unplaceable(pod=pod, message=unsupported, cause="unsupported")
-            self._prepared = self._constraints.prepare(pod.facts)
+        cycle = self._prepare(pod)
         if not pod.containers:
-            return self._place_plain(pod, queue=queue, now=now)
-        self._class = self._class_of(pod)
-        try:
-            found = self._search(pod)
-            if found is None:
-                return Unplaceable(pod=pod, message=self.diagnose(pod))
-        finally:
-            self._prepared = None
-            self._class = None
+            return self._place_plain(pod, cycle, queue=queue, now=now)
+        found = self._search(pod, cycle, self._class_of(pod))
+        if found is None:
+            return Unplaceable(pod=pod, message=self.diagnose(pod, cycle))
         node, grants = found
         refusal = self._queue_refusal(pod, queue, explicit, grants)
         if refusal is not None:
@@ -913,31 +900,37 @@ class Allocator:
         )
         return Placement(pod=pod, node=node, allocation=allocation)
 
-    def _place_plain(self, pod: PodRequest, *, queue: str, now: int) -> Placement | Unplaceable:
+    def _prepare(self, pod: PodRequest) -> PodCycle:
+        """The filter plugins' PreFilter for ``pod``: every plugin when the pods on the nodes are
+        counted and the caller parsed the pod's facts, else the node's own checks. A pod with vGPU
+        containers leaves the vGPU resources' node sums for after its per-GPU fit."""
+        if pod.facts is None:
+            return self._framework.prepare(pod.node_facts(), node_only=True)
+        later = self._vgpu_resources if pod.containers else frozenset()
+        return self._framework.prepare(pod.facts, later=later)
+
+    def _place_plain(
+        self, pod: PodRequest, cycle: PodCycle, *, queue: str, now: int
+    ) -> Placement | Unplaceable:
         """A gang member without vGPU: the node kube-scheduler's filters would allow that has the
         most cpu and memory left (its LeastAllocated score), then the name; no GPU is judged.
         Only gangs come here: the controller places a pod without vGPU only as a gang member."""
-        try:
-            best: tuple[int, str] | None = None
-            failures: list[NodeFailure] = []
-            selected = self._selected(pod)
-            for name in sorted(self._nodes) if selected is None else sorted(selected):
-                info = self._nodes[name].info
-                failure = self._plain_failure(pod, info)
-                if failure is not None:
-                    failures.append(failure)
-                    continue
-                lean = 0
-                if self._constraints is not None and self._prepared is not None:
-                    lean = self._constraints.least_allocated(self._prepared, info)
-                if best is None or (-lean, name) < best:
-                    best = (-lean, name)
-            if best is None:
-                if selected is not None:
-                    failures.extend(self._unselected_plain(pod, selected))
-                return Unplaceable(pod=pod, message=unavailable_message(len(self.view.nodes), failures, ()))
-        finally:
-            self._prepared = None
+        best: tuple[int, str] | None = None
+        failures: list[NodeFailure] = []
+        selected = self._selected(pod)
+        for name in sorted(self._nodes) if selected is None else sorted(selected):
+            info = self._nodes[name].info
+            failure = self._plain_failure(info, cycle)
+            if failure is not None:
+                failures.append(failure)
+                continue
+            lean = cycle.least_allocated(info)
+            if best is None or (-lean, name) < best:
+                best = (-lean, name)
+        if best is None:
+            if selected is not None:
+                failures.extend(self._unselected_plain(selected, cycle))
+            return Unplaceable(pod=pod, message=unavailable_message(len(self.view.nodes), failures, ()))
         allocation = Allocation(
             pod_uid=pod.uid,
             namespace=pod.namespace,
@@ -949,26 +942,18 @@ class Allocator:
         )
         return Placement(pod=pod, node=best[1], allocation=allocation)
 
-    def _plain_failure(self, pod: PodRequest, info: NodeInfo) -> NodeFailure | None:
-        """``_node_failure`` without the GPU checks: readiness, selector, affinity, taints, and
-        kube-scheduler's other filters with every resource (no vGPU is asked) judged at once."""
-        rejection = node_rejection(pod, info)
-        if rejection is not None:
-            return _rejection_failure(rejection)
-        if self._constraints is not None and self._prepared is not None:
-            reasons = self._constraints.reasons(self._prepared, info)
-            if reasons:
-                return NodeFailure("scheduler", reasons=reasons)
-        return None
+    def _plain_failure(self, info: NodeInfo, cycle: PodCycle) -> NodeFailure | None:
+        """``_node_failure`` without the GPU checks: the filter plugins alone, every resource (no
+        vGPU is asked) judged at once."""
+        return cycle.filter(info)
 
-    def _unselected_plain(self, pod: PodRequest, selected: set[str]) -> list[NodeFailure]:
+    def _unselected_plain(self, selected: set[str], cycle: PodCycle) -> list[NodeFailure]:
         """The nodes a nodeSelector leaves out, counted as ``_unselected`` does minus GPU checks."""
-        failures: list[NodeFailure] = []
-        for name, node in self._nodes.items():
-            if name not in selected:
-                early = readiness_rejection(pod, node.info)
-                failures.append(_UNMATCHED if early is None else _rejection_failure(early))
-        return failures
+        return [
+            cycle.filter_before(node_affinity.NAME, node.info) or _UNMATCHED
+            for name, node in self._nodes.items()
+            if name not in selected
+        ]
 
     def place_gang(
         self, members: Sequence[PodRequest], *, min_member: int, running: int = 0, now: int = 0

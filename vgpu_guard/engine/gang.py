@@ -27,7 +27,6 @@ from vgpu_guard.engine.allocator import Allocator, Placement
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
-from vgpu_guard.engine.node_filter import node_rejection
 from vgpu_guard.engine.pod_request import (
     GROUP_ANNOTATIONS,
     ContainerRequest,
@@ -36,6 +35,7 @@ from vgpu_guard.engine.pod_request import (
     pod_request,
 )
 from vgpu_guard.engine.quantity import QuantityError, format_quantity, parse_quantity
+from vgpu_guard.engine.scheduling import node_cycle
 from vgpu_guard.engine.topology import Clusters, allowed_clusters, ib_clusters
 from vgpu_guard.engine.violations import Violation
 
@@ -259,10 +259,9 @@ def _cpu_room(
     view: ClusterView,
 ) -> _Room:
     """Allocatable CPU and memory of the eligible nodes, less what other gangs reserve."""
+    cycle = node_cycle(request.node_facts())
     eligible = [
-        view.nodes[n]
-        for n in sorted(members)
-        if n in view.nodes and node_rejection(request, view.nodes[n]) is None
+        view.nodes[n] for n in sorted(members) if n in view.nodes and cycle.filter(view.nodes[n]) is None
     ]
     need = {"cpu": _requests(pod, "cpu"), "memory": _requests(pod, "memory")}
     totals = {r: sum((n.allocatable.get(r, Fraction(0)) for n in eligible), Fraction(0)) for r in need}
@@ -443,11 +442,9 @@ def _fits_an_ib_node(
     request: PodRequest, clusters: Clusters, allowed: Iterable[str], view: ClusterView
 ) -> bool:
     """Whether the pod's own node constraints admit any node of a cluster it allows."""
+    cycle = node_cycle(request.node_facts())
     return any(
-        node_rejection(request, view.nodes[n]) is None
-        for c in allowed
-        for n in clusters.members[c]
-        if n in view.nodes
+        cycle.filter(view.nodes[n]) is None for c in allowed for n in clusters.members[c] if n in view.nodes
     )
 
 

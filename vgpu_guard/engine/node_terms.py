@@ -1,11 +1,12 @@
 """A pod's node constraints as kube-scheduler reads them: node selector terms and tolerations,
 parsed from the pod and matched against a node.
 
-A leaf below both readers of a pod: ``pod_request`` (the allocator's view, judged by
-``node_filter``) and ``scheduling.facts`` (the filters' view; PodTopologySpread and VolumeBinding
-match the same terms). When the terms lived in ``pod_request`` and their matching in
-``node_filter``, ``pod_request`` and ``scheduling.facts`` imported each other; the ``.importlinter``
-contract ``node-terms-below-pod-readers`` keeps this module below both.
+A leaf below both readers of a pod: ``pod_request`` (the allocator's view) and
+``scheduling.facts`` (the filters' view: NodeAffinity, TaintToleration and NodeUnschedulable judge
+these terms, PodTopologySpread and VolumeBinding match the same ones). When the terms lived in
+``pod_request`` and their matching in a ``node_filter`` module that read ``pod_request``,
+``pod_request`` and ``scheduling.facts`` imported each other; the ``.importlinter`` contract
+``node-terms-below-pod-readers`` keeps this module below both.
 """
 
 from __future__ import annotations

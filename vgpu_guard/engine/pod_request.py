@@ -111,6 +111,19 @@ class PodRequest:
         """Sort key: higher priority first, then older, then name (a total, stable order)."""
         return (-self.priority, self.created, self.namespace, self.name)
 
+    def node_facts(self) -> PodFacts:
+        """The pod as the node's own filters (readiness, cordon, selector, taints) read it, for
+        callers that parsed no ``facts``: its node selector, required node affinity and tolerations."""
+        return PodFacts(
+            uid=self.uid,
+            namespace=self.namespace,
+            name=self.name,
+            labels={},
+            node_selector=self.node_selector,
+            node_affinity=self.affinity,
+            tolerations=self.tolerations,
+        )
+
 
 def _csv(raw: object) -> tuple[str, ...]:
     if not isinstance(raw, str):

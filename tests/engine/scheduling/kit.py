@@ -1,8 +1,10 @@
 """Builders for the scheduling filter tests: plain dict pods and nodes, the filters' verdict per node.
 
-Pods get a uid from their namespace and name (Workloads keys pods by uid). ``verdicts`` runs the
-whole framework (PreFilter once, then every filter on every node) the way the allocator does, so
-each plugin test also exercises the order in which kube-scheduler reports the first failure.
+Pods get a uid from their namespace and name (Workloads keys pods by uid). ``verdicts`` runs
+kube-scheduler's filters beyond the node's own checks (``POD_PLUGINS``: PreFilter once, then every
+filter on every node) the way the allocator does, so each plugin test also exercises the order in
+which kube-scheduler reports the first failure; ``judged`` runs one plugin alone, ``node_verdicts``
+the node's own checks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from typing import Any
 
 from tests.builders import default_config
 from vgpu_guard.engine.cluster import NodeInfo, node_info
-from vgpu_guard.engine.scheduling import NodeConstraints, Workloads, pod_facts
+from vgpu_guard.engine.placement_reason import NodeFailure
+from vgpu_guard.engine.scheduling import Framework, Workloads, pod_facts
+from vgpu_guard.engine.scheduling.framework import NODE_PLUGINS
+from vgpu_guard.engine.scheduling.plugin import Plugin, Refusal, Snapshot
 
 Obj = dict[str, Any]
 
@@ -161,11 +166,38 @@ def verdicts(
     **kw: Any,
 ) -> dict[str, tuple[str, ...]]:
     """Every node's failing reasons for ``incoming`` (empty: the node passes every filter)."""
-    constraints = NodeConstraints({n.name: n for n in nodes}, workloads(existing, **kw))
-    prepared = constraints.prepare(pod_facts(incoming))
-    return {n.name: constraints.reasons(prepared, n, later=later) for n in nodes}
+    framework = Framework({n.name: n for n in nodes}, workloads(existing, **kw), node_plugins=())
+    cycle = framework.prepare(pod_facts(incoming), later=later)
+    return {n.name: _reasons(cycle.filter(n)) for n in nodes}
+
+
+def _reasons(failure: NodeFailure | None) -> tuple[str, ...]:
+    return () if failure is None else failure.reasons
 
 
 def passing(incoming: Obj, nodes: Sequence[NodeInfo], existing: Iterable[Obj] = (), **kw: Any) -> list[str]:
     """The names of the nodes that pass, in the order given."""
     return [name for name, reasons in verdicts(incoming, nodes, existing, **kw).items() if not reasons]
+
+
+def node_verdicts(incoming: Obj, nodes: Sequence[NodeInfo]) -> dict[str, NodeFailure | None]:
+    """Every node's first failure of the node's own checks (NODE_PLUGINS, in order)."""
+    framework = Framework({n.name: n for n in nodes}, None, node_plugins=NODE_PLUGINS)
+    cycle = framework.prepare(pod_facts(incoming))
+    return {n.name: cycle.filter(n) for n in nodes}
+
+
+def judged(
+    plugin: Plugin[Any],
+    incoming: Obj,
+    nodes: Sequence[NodeInfo],
+    existing: Iterable[Obj] = (),
+    **kw: Any,
+) -> dict[str, NodeFailure | None] | Refusal | None:
+    """One plugin alone: its ``prepare`` once, then its ``filter`` per node; the refusal, or None
+    when it skips the pod (nothing to check)."""
+    snapshot = Snapshot({n.name: n for n in nodes}, workloads(existing, **kw))
+    state = plugin.prepare(pod_facts(incoming), snapshot)
+    if state is None or isinstance(state, Refusal):
+        return state
+    return {n.name: plugin.filter(state, n) for n in nodes}

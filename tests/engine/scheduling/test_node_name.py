@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from tests.engine.scheduling.kit import container, node, pod, verdicts
-from vgpu_guard.engine.scheduling import pod_facts
+from tests.engine.scheduling.kit import container, judged, node, pod, verdicts
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.plugins import node_name
 from vgpu_guard.engine.scheduling.plugins.node_name import REASON
 
 
-def test_no_host_specified() -> None:
-    assert node_name.node_name(pod_facts(pod("p")), node("foo")) == ()
+def test_no_host_specified_skips_the_plugin() -> None:
+    assert judged(node_name.PLUGIN, pod("p"), [node("foo")]) is None
 
 
 def test_host_matches() -> None:
-    assert node_name.node_name(pod_facts(pod("p", node="foo")), node("foo")) == ()
+    assert judged(node_name.PLUGIN, pod("p", node="foo"), [node("foo")]) == {"foo": None}
 
 
 def test_host_does_not_match() -> None:
-    assert node_name.node_name(pod_facts(pod("p", node="bar")), node("foo")) == (REASON,)
+    assert judged(node_name.PLUGIN, pod("p", node="bar"), [node("foo")]) == {
+        "foo": NodeFailure("scheduler", reasons=(REASON,))
+    }
 
 
 def test_a_pod_naming_a_node_fits_only_that_node() -> None:

@@ -2,8 +2,8 @@
 
 Ported from filtering_test.go (TestSingleConstraint, TestMultipleConstraints): Success is no
 reason, Unschedulable is REASON, UnschedulableAndUnresolvable is MISSING_LABEL. Those tests run
-the plugin alone; so does ``verdicts`` (NodeAffinity lives in node_filter, run before by the
-allocator), hence the same "in real case, it's false" nodes pass here too.
+the plugin alone; so does ``verdicts`` (NodeAffinity is one of the node's own checks, run before by
+the allocator), hence the same "in real case, it's false" nodes pass here too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 
 from tests.engine.scheduling.kit import exists, node, pod, verdicts, workloads
 from vgpu_guard.engine.scheduling import pod_facts
+from vgpu_guard.engine.scheduling.plugin import Refusal, Snapshot
 from vgpu_guard.engine.scheduling.plugins import pod_topology_spread
 from vgpu_guard.engine.scheduling.plugins.pod_topology_spread import MISSING_LABEL, REASON
 
@@ -316,8 +317,11 @@ def test_1_20_counts_pods_on_non_eligible_nodes_whose_value_names_an_eligible_do
     nodes = [zoned("a1", "a", **GPU), zoned("a2", "a"), zoned("b1", "b", **GPU), zoned("c1", "c")]
     existing = [web_on("a2", "w1"), web_on("a2", "w2"), web_on("c1", "w3"), web_on("c1", "w4")]
     incoming = spread_pod(WEB, BY_ZONE, nodeSelector=GPU)
-    state = pod_topology_spread.prepare(pod_facts(incoming), {n.name: n for n in nodes}, workloads(existing))
-    assert state.counts == (Counter({"a": 2, "b": 0}),)
+    snapshot = Snapshot({n.name: n for n in nodes}, workloads(existing))
+    state = pod_topology_spread.PLUGIN.prepare(pod_facts(incoming), snapshot)
+    assert state is not None and not isinstance(state, Refusal)
+    assert [c.counts for c in state] == [Counter({"a": 2, "b": 0})]
+    assert [c.minimum for c in state] == [0]  # the critical path, computed once per pod
     result = verdicts(incoming, nodes, existing)
     assert result["a1"] == SKEW  # zone a counts 2 (from a2), zone b 0
     assert result["b1"] == OK

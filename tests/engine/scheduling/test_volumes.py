@@ -16,6 +16,7 @@ import pytest
 
 from tests.engine.scheduling.kit import node, pod, verdicts, workloads
 from vgpu_guard.engine.scheduling import pod_facts
+from vgpu_guard.engine.scheduling.plugin import Refusal, Snapshot, rejected
 from vgpu_guard.engine.scheduling.plugins import volume_binding, volume_zone
 from vgpu_guard.engine.scheduling.plugins.volume_binding import CONFLICT
 from vgpu_guard.engine.scheduling.plugins.volume_zone import REASON as NO_ZONE
@@ -216,6 +217,37 @@ def test_a_volume_without_required_node_affinity_fits_everywhere() -> None:
     no_required = volume("pv-a")
     no_required["spec"]["nodeAffinity"] = {}
     assert everywhere(claim_pod("pvc-a"), claims=[claim("pvc-a", "pv-a")], volumes=[no_required]) == {OK}
+
+
+def test_volume_terms_and_zones_are_read_once_per_pod_not_per_node() -> None:
+    # PreFilter parses each bound volume's node affinity and zone labels; the filters read only
+    # what it kept, so volumes changing afterwards (they cannot within one pod's cycle) are not
+    # looked up again node by node.
+    pv = volume("pv-a", {ZONE: "a"}, node_terms=hostname_terms("n1"))
+    kept = workloads(claims=[claim("pvc-a", "pv-a")], volumes=[pv])
+    nodes = [node("n1", {"kubernetes.io/hostname": "n1", ZONE: "a"}), node("n2", {ZONE: "b"})]
+    snapshot = Snapshot({n.name: n for n in nodes}, kept)
+    facts = pod_facts(claim_pod("pvc-a"))
+    binding = volume_binding.PLUGIN.prepare(facts, snapshot)
+    zone = volume_zone.PLUGIN.prepare(facts, snapshot)
+    assert binding is not None and not isinstance(binding, Refusal) and zone is not None
+    kept.set_objects(claims=[claim("pvc-a", "pv-a")], volumes=[])
+    assert [volume_binding.PLUGIN.filter(binding, n) for n in nodes] == [None, rejected(CONFLICT)]
+    assert [volume_zone.PLUGIN.filter(zone, n) for n in nodes] == [None, rejected(NO_ZONE)]
+
+
+def test_volumes_without_node_affinity_or_zones_skip_both_filters() -> None:
+    snapshot = Snapshot({}, workloads(claims=[claim("pvc-a", "pv-a")], volumes=[volume("pv-a")]))
+    facts = pod_facts(claim_pod("pvc-a"))
+    assert volume_binding.PLUGIN.prepare(facts, snapshot) is None
+    assert volume_zone.PLUGIN.prepare(facts, snapshot) is None
+
+
+def test_an_unbound_claim_is_a_prefilter_refusal() -> None:
+    facts = pod_facts(claim_pod("pvc-a"))
+    assert volume_binding.PLUGIN.prepare(facts, Snapshot({}, workloads())) == Refusal(
+        'persistentvolumeclaim "pvc-a" not found'
+    )
 
 
 def test_volume_binding_comes_before_volume_zone() -> None:

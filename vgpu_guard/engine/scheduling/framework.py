@@ -1,41 +1,72 @@
-"""The filters kube-scheduler runs beyond the node's own labels and taints, for one pod at a time.
+"""The filter plugins, run the way kube-scheduler's framework runs them, one pod at a time.
 
-``prepare`` does what kube-scheduler's PreFilter does once per pod (spread and affinity counts
-over the whole cluster, claims that fail the pod everywhere); ``reasons`` is the Filter phase for
-one node: the first failing plugin's reasons, in kube-scheduler's order (NodeName, NodePorts,
-NodeResourcesFit, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity). Nothing is
-cached across pods: each placement changes the counts (``Workloads.assume``).
+``Framework.prepare`` is the PreFilter phase: every plugin's ``prepare`` once for the pod, giving a
+``PodCycle`` (the pod's states; a caller passes it down and drops it when the pod is decided, as
+kube-scheduler's CycleState). ``PodCycle.filter`` is the Filter phase for one node: the plugins in
+order, stopping at the first failure, as kube-scheduler does (``runAllFilters`` off).
+
+The order is kube-scheduler 1.20's (algorithmprovider/registry.go ``getDefaultConfig``) but for
+the node's own checks, which come first and in this order: NodeReady (vgpu-guard's, see its
+module), NodeUnschedulable, NodeAffinity, TaintToleration. kube-scheduler runs NodeName and
+TaintToleration before NodeAffinity; here NodeAffinity follows the cordon check directly because
+the allocator counts the nodes a nodeSelector leaves out by its label index without running
+anything after it (``PodCycle.filter_before``), and NodeName is kube-scheduler's own reason
+texts, which come after the node's. Which plugin a node fails only changes how the node is
+counted in the ``0/N nodes are available`` message, never whether the pod fits.
+
+A PreFilter refusal (a claim not found or not bound) fails the pod on every node that passes the
+node's own checks. Nothing is cached across pods: each placement changes the counts
+(``Workloads.assume``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.facts import PodFacts
+from vgpu_guard.engine.scheduling.plugin import Plugin, Refusal, Snapshot, rejected
 from vgpu_guard.engine.scheduling.plugins import (
     inter_pod_affinity,
+    node_affinity,
     node_name,
     node_ports,
+    node_ready,
     node_resources_fit,
+    node_unschedulable,
     pod_topology_spread,
+    taint_toleration,
     volume_binding,
     volume_zone,
 )
 from vgpu_guard.engine.scheduling.workloads import Workloads
 
-__all__ = ["NodeConstraints", "Prepared", "unsupported_message"]
+__all__ = ["NODE_PLUGINS", "POD_PLUGINS", "Framework", "PodCycle", "node_cycle", "unsupported_message"]
 
+# The node's own checks: they read the pod's node terms and the node alone.
+NODE_PLUGINS: tuple[Plugin[Any], ...] = (
+    node_ready.PLUGIN,
+    node_unschedulable.PLUGIN,
+    node_affinity.PLUGIN,
+    taint_toleration.PLUGIN,
+)
+# kube-scheduler's filters that read the pods on the nodes (and claims, volumes, namespaces).
+POD_PLUGINS: tuple[Plugin[Any], ...] = (
+    node_name.PLUGIN,
+    node_ports.PLUGIN,
+    node_resources_fit.PLUGIN,
+    volume_binding.PLUGIN,
+    volume_zone.PLUGIN,
+    pod_topology_spread.PLUGIN,
+    inter_pod_affinity.PLUGIN,
+)
 
-@dataclass(frozen=True)
-class Prepared:
-    """One pod's PreFilter results."""
-
-    pod: PodFacts
-    refusal: str | None = None
-    spread: pod_topology_spread.SpreadState | None = None
-    affinity: inter_pod_affinity.AffinityState | None = None
+# A plugin's filter, its state for the pod, and its name.
+_Check = tuple[Callable[[Any, NodeInfo], NodeFailure | None], Any, str]
+# The snapshot's pods when none are counted: the node's own checks never read (or write) them.
+_NO_PODS = Workloads()
 
 
 def unsupported_message(pod: PodFacts) -> str | None:
@@ -49,58 +80,108 @@ def unsupported_message(pod: PodFacts) -> str | None:
     )
 
 
-class NodeConstraints:
-    """kube-scheduler's remaining filters over the nodes of a view and the pods on them."""
+def _prepare(
+    plugins: Sequence[Plugin[Any]], pod: PodFacts, snapshot: Snapshot
+) -> tuple[list[_Check], NodeFailure | None, dict[str, Any]]:
+    """Every plugin's PreFilter: the checks to run per node (skipped plugins left out), the first
+    refusal, and the states by plugin name."""
+    checks: list[_Check] = []
+    refusal: NodeFailure | None = None
+    states: dict[str, Any] = {}
+    for plugin in plugins:
+        state = plugin.prepare(pod, snapshot)
+        if isinstance(state, Refusal):
+            refusal = refusal or rejected(state.reason)
+        elif state is not None:
+            checks.append((plugin.filter, state, plugin.name))
+            states[plugin.name] = state
+    return checks, refusal, states
 
-    def __init__(self, nodes: Mapping[str, NodeInfo], workloads: Workloads) -> None:
+
+class PodCycle:
+    """One pod's PreFilter results and its Filter phase, node by node."""
+
+    __slots__ = ("_checks", "_fit", "_node_checks", "_refusal", "pod")
+
+    def __init__(
+        self,
+        pod: PodFacts,
+        node_plugins: Sequence[Plugin[Any]],
+        pod_plugins: Sequence[Plugin[Any]],
+        snapshot: Snapshot,
+    ) -> None:
+        self.pod = pod
+        self._node_checks, _, _ = _prepare(node_plugins, pod, snapshot)
+        self._checks, self._refusal, states = _prepare(pod_plugins, pod, snapshot)
+        self._fit: node_resources_fit.FitState | None = states.get(node_resources_fit.NAME)
+
+    def filter(self, node: NodeInfo) -> NodeFailure | None:
+        """The first failing plugin's failure on ``node``, or None when every plugin passes."""
+        for check, state, _ in self._node_checks:
+            failure = check(state, node)
+            if failure is not None:
+                return failure
+        if self._refusal is not None:
+            return self._refusal
+        for check, state, _ in self._checks:
+            failure = check(state, node)
+            if failure is not None:
+                return failure
+        return None
+
+    def filter_before(self, name: str, node: NodeInfo) -> NodeFailure | None:
+        """``filter`` of the node's own checks that come before the plugin ``name``."""
+        for check, state, plugin in self._node_checks:
+            if plugin == name:
+                break
+            failure = check(state, node)
+            if failure is not None:
+                return failure
+        return None
+
+    def fits_later(self, node: NodeInfo) -> NodeFailure | None:
+        """NodeResourcesFit for the snapshot's ``later`` resources alone (after the per-GPU fit)."""
+        if self._fit is None or not self._fit.later:
+            return None
+        return node_resources_fit.PLUGIN.later(self._fit, node)
+
+    def least_allocated(self, node: NodeInfo) -> int:
+        """NodeResourcesLeastAllocated's score for ``node`` (0 when the pods are not counted)."""
+        return node_resources_fit.PLUGIN.least_allocated(self._fit, node) if self._fit is not None else 0
+
+
+class Framework:
+    """The plugins over the nodes of a view and, when given, the pods on them.
+
+    Without ``workloads`` (callers that judge GPUs and node terms only) a pod is judged by the
+    node's own checks alone, as is a pod prepared with ``node_only``.
+    """
+
+    def __init__(
+        self,
+        nodes: Mapping[str, NodeInfo],
+        workloads: Workloads | None,
+        *,
+        node_plugins: Sequence[Plugin[Any]] = NODE_PLUGINS,
+        pod_plugins: Sequence[Plugin[Any]] = POD_PLUGINS,
+    ) -> None:
         self.nodes = nodes
         self.workloads = workloads
+        self._node_plugins = tuple(node_plugins)
+        self._pod_plugins = tuple(pod_plugins)
 
-    def prepare(self, pod: PodFacts) -> Prepared:
-        refusal = volume_binding.refusal(pod, self.workloads) if pod.claims else None
-        spread = pod_topology_spread.prepare(pod, self.nodes, self.workloads) if pod.spread else None
-        needs_affinity = pod.affinity or pod.anti_affinity or self.workloads.anti_affinity_pods
-        affinity = inter_pod_affinity.prepare(pod, self.nodes, self.workloads) if needs_affinity else None
-        return Prepared(pod, refusal, spread, affinity)
-
-    def reasons(
-        self, prepared: Prepared, node: NodeInfo, *, later: frozenset[str] = frozenset()
-    ) -> tuple[str, ...]:
-        """The node's failing reasons; resources in ``later`` are left to ``fits_later``."""
-        if prepared.refusal is not None:
-            return (prepared.refusal,)
-        pod = prepared.pod
-        usage = self.workloads.usage(node.name)
-        return (
-            node_name.node_name(pod, node)
-            or node_ports.node_ports(pod, usage.ports)
-            or node_resources_fit.insufficient(pod.requests, node.allocatable_units, usage, skip=later)
-            or volume_binding.volume_binding(pod, node, self.workloads)
-            or volume_zone.volume_zone(pod, node, self.workloads)
-            or (pod_topology_spread.pod_topology_spread(prepared.spread, node) if prepared.spread else ())
-            or (
-                inter_pod_affinity.inter_pod_affinity(prepared.affinity, node, self.workloads)
-                if prepared.affinity
-                else ()
-            )
+    def prepare(
+        self, pod: PodFacts, *, later: frozenset[str] = frozenset(), node_only: bool = False
+    ) -> PodCycle:
+        """PreFilter for ``pod``; ``later`` resources are left out of NodeResourcesFit's filter
+        for ``PodCycle.fits_later``."""
+        if node_only or self.workloads is None:
+            return PodCycle(pod, self._node_plugins, (), Snapshot(self.nodes, _NO_PODS))
+        return PodCycle(
+            pod, self._node_plugins, self._pod_plugins, Snapshot(self.nodes, self.workloads, later)
         )
 
-    def least_allocated(self, prepared: Prepared, node: NodeInfo) -> int:
-        """kube-scheduler's NodeResourcesLeastAllocated score (0..100): the share of cpu and memory
-        left free after this pod, averaged. Used only to break ties between equally packed GPUs."""
-        usage = self.workloads.usage(node.name)
-        scores = []
-        for name in ("cpu", "memory"):
-            capacity = node.allocatable_units.get(name, 0)
-            requested = usage.requested.get(name, 0) + prepared.pod.requests.get(name, 0)
-            scores.append(
-                0 if capacity == 0 or requested > capacity else (capacity - requested) * 100 // capacity
-            )
-        return sum(scores) // len(scores)
 
-    def fits_later(self, prepared: Prepared, node: NodeInfo, resources: frozenset[str]) -> tuple[str, ...]:
-        """NodeResourcesFit for ``resources`` alone (the vGPU ones, after the per-GPU fit)."""
-        usage = self.workloads.usage(node.name)
-        return node_resources_fit.insufficient(
-            prepared.pod.requests, node.allocatable_units, usage, only=resources
-        )
+def node_cycle(pod: PodFacts) -> PodCycle:
+    """The node's own checks for ``pod`` alone (no cluster needed: they read the node)."""
+    return PodCycle(pod, NODE_PLUGINS, (), Snapshot({}, _NO_PODS))

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.facts import PodFacts
+from vgpu_guard.engine.scheduling.plugin import Snapshot, rejected
 
 NAME = "NodeName"
 REASON = "node(s) didn't match the requested hostname"
+_FAILURE = rejected(REASON)
 
 
-def node_name(pod: PodFacts, node: NodeInfo) -> tuple[str, ...]:
-    return (REASON,) if pod.node_name and pod.node_name != node.name else ()
+class NodeName:
+    name = NAME
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> str | None:
+        return pod.node_name or None
+
+    def filter(self, state: str, node: NodeInfo) -> NodeFailure | None:
+        return _FAILURE if state != node.name else None
+
+
+PLUGIN = NodeName()

@@ -3,14 +3,23 @@
 fitsRequest in noderesources/fit.go: the pod count against ``pods``; then, unless the pod requests
 nothing, cpu, memory, ephemeral-storage and every scalar resource it requests (extended resources
 such as ``volcano.sh/vgpu-memory``, hugepages). Every shortfall is its own reason, as there.
+
+The resources in the snapshot's ``later`` are left out of ``filter`` and judged by ``later``: the
+allocator fits vGPU resources per GPU first (reasons that name the card and the numbers), then
+as node sums against allocatable, as the kubelet admits them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.resources import Resources
-from vgpu_guard.engine.scheduling.workloads import NodeUsage
+from vgpu_guard.engine.scheduling.facts import PodFacts
+from vgpu_guard.engine.scheduling.plugin import Snapshot, rejected
+from vgpu_guard.engine.scheduling.workloads import NodeUsage, Workloads
 
 NAME = "NodeResourcesFit"
 TOO_MANY_PODS = "Too many pods"
@@ -45,3 +54,44 @@ def insufficient(
         if allocatable.get(name, 0) < request.get(name, 0) + usage.requested.get(name, 0):
             reasons.append(f"Insufficient {name}")
     return tuple(reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class FitState:
+    requests: Resources
+    workloads: Workloads
+    later: frozenset[str]
+
+
+class NodeResourcesFit:
+    name = NAME
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> FitState:
+        return FitState(pod.requests, snapshot.workloads, snapshot.later)
+
+    def filter(self, state: FitState, node: NodeInfo) -> NodeFailure | None:
+        usage = state.workloads.usage(node.name)
+        reasons = insufficient(state.requests, node.allocatable_units, usage, skip=state.later)
+        return rejected(*reasons) if reasons else None
+
+    def later(self, state: FitState, node: NodeInfo) -> NodeFailure | None:
+        """The resources ``filter`` left for later, alone (after the allocator's per-GPU fit)."""
+        usage = state.workloads.usage(node.name)
+        reasons = insufficient(state.requests, node.allocatable_units, usage, only=state.later)
+        return rejected(*reasons) if reasons else None
+
+    def least_allocated(self, state: FitState, node: NodeInfo) -> int:
+        """kube-scheduler's NodeResourcesLeastAllocated score (0..100): the share of cpu and memory
+        left free after this pod, averaged. Used only to break ties between equally packed GPUs."""
+        usage = state.workloads.usage(node.name)
+        scores = []
+        for name in ("cpu", "memory"):
+            capacity = node.allocatable_units.get(name, 0)
+            requested = usage.requested.get(name, 0) + state.requests.get(name, 0)
+            scores.append(
+                0 if capacity == 0 or requested > capacity else (capacity - requested) * 100 // capacity
+            )
+        return sum(scores) // len(scores)
+
+
+PLUGIN = NodeResourcesFit()

@@ -9,29 +9,43 @@ it lacks a key (reason "(missing required label)"), or when its domain's count p
 Later releases (not in 1.20, read as documented): ``minDomains`` (fewer eligible domains than that
 make the global minimum 0), ``nodeAffinityPolicy: Ignore`` (every node's domain counts) and
 ``nodeTaintsPolicy: Honor`` (nodes whose taints the pod does not tolerate do not count).
+
+As ``calPreFilterState`` does, the domains' counts and each constraint's minimum (the critical
+path) are computed once per pod in ``prepare``; the filter is then a lookup per constraint.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.node_terms import matches_selector_and_affinity, tolerates
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.facts import PodFacts, SpreadConstraint
+from vgpu_guard.engine.scheduling.plugin import Snapshot, rejected
 from vgpu_guard.engine.scheduling.workloads import Workloads
 
 NAME = "PodTopologySpread"
 REASON = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = REASON + " (missing required label)"
+_SKEW = rejected(REASON)
+_MISSING = rejected(MISSING_LABEL)
 
 
-@dataclass(frozen=True)
-class SpreadState:
-    pod: PodFacts
-    # Per constraint: matching pods per domain value (only eligible domains are keys).
-    counts: tuple[Counter[str], ...]
+@dataclass(frozen=True, slots=True)
+class Critical:
+    """One constraint as its filter reads it: the domains' counts and their minimum."""
+
+    topology_key: str
+    max_skew: int
+    # Matching pods per domain value (only eligible domains are keys).
+    counts: Counter[str]
+    # The smallest count (0 when fewer domains than minDomains); None: no eligible domain, so
+    # kube's minimum is MaxInt32 and nothing can exceed it.
+    minimum: int | None
+    # 1 when the constraint's selector matches the incoming pod itself.
+    self_match: int
 
 
 def _eligible(pod: PodFacts, constraint: SpreadConstraint, node: NodeInfo) -> bool:
@@ -48,44 +62,57 @@ def _new_policies(constraint: SpreadConstraint) -> bool:
     return not constraint.honor_node_affinity or constraint.honor_node_taints
 
 
-def prepare(pod: PodFacts, nodes: Mapping[str, NodeInfo], workloads: Workloads) -> SpreadState:
-    complete = [n for n in nodes.values() if all(c.topology_key in n.labels for c in pod.spread)]
-    counts: list[Counter[str]] = []
-    for constraint in pod.spread:
-        key = constraint.topology_key
-        eligible = [n for n in complete if _eligible(pod, constraint, n)]
-        domains: Counter[str] = Counter({n.labels[key]: 0 for n in eligible})
-        # 1.20 counts the pods of every node whose value names an eligible domain; releases with
-        # the inclusion policies count only the eligible nodes' pods.
-        counted = eligible if _new_policies(constraint) else list(nodes.values())
-        for node in counted:
-            value = node.labels.get(key, "")
-            if value not in domains or constraint.selector is None:
-                continue
-            for other in workloads.usage(node.name).pods.values():
-                if (
-                    other.uid != pod.uid
-                    and not other.deleting
-                    and other.namespace == pod.namespace
-                    and constraint.selector.matches(other.labels)
-                ):
-                    domains[value] += 1
-        counts.append(domains)
-    return SpreadState(pod, tuple(counts))
+def _counts(
+    pod: PodFacts, constraint: SpreadConstraint, complete: list[NodeInfo], snapshot: Snapshot
+) -> Counter[str]:
+    key = constraint.topology_key
+    eligible = [n for n in complete if _eligible(pod, constraint, n)]
+    domains: Counter[str] = Counter({n.labels[key]: 0 for n in eligible})
+    # 1.20 counts the pods of every node whose value names an eligible domain; releases with
+    # the inclusion policies count only the eligible nodes' pods.
+    counted = eligible if _new_policies(constraint) else list(snapshot.nodes.values())
+    workloads: Workloads = snapshot.workloads
+    for node in counted:
+        value = node.labels.get(key, "")
+        if value not in domains or constraint.selector is None:
+            continue
+        for other in workloads.usage(node.name).pods.values():
+            if (
+                other.uid != pod.uid
+                and not other.deleting
+                and other.namespace == pod.namespace
+                and constraint.selector.matches(other.labels)
+            ):
+                domains[value] += 1
+    return domains
 
 
-def pod_topology_spread(state: SpreadState, node: NodeInfo) -> tuple[str, ...]:
-    for constraint, domains in zip(state.pod.spread, state.counts, strict=True):
-        value = node.labels.get(constraint.topology_key)
-        if value is None:
-            return (MISSING_LABEL,)
-        if not domains:
-            continue  # no eligible domain: kube's minimum is MaxInt32, nothing can exceed it
-        minimum = min(domains.values())
-        if constraint.min_domains is not None and len(domains) < constraint.min_domains:
-            minimum = 0
-        selector = constraint.selector
-        self_match = 1 if selector is not None and selector.matches(state.pod.labels) else 0
-        if domains.get(value, 0) + self_match - minimum > constraint.max_skew:
-            return (REASON,)
-    return ()
+def _critical(pod: PodFacts, constraint: SpreadConstraint, domains: Counter[str]) -> Critical:
+    minimum = min(domains.values()) if domains else None
+    if minimum is not None and constraint.min_domains is not None and len(domains) < constraint.min_domains:
+        minimum = 0
+    selector = constraint.selector
+    self_match = 1 if selector is not None and selector.matches(pod.labels) else 0
+    return Critical(constraint.topology_key, constraint.max_skew, domains, minimum, self_match)
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> tuple[Critical, ...] | None:
+        if not pod.spread:
+            return None
+        complete = [n for n in snapshot.nodes.values() if all(c.topology_key in n.labels for c in pod.spread)]
+        return tuple(_critical(pod, c, _counts(pod, c, complete, snapshot)) for c in pod.spread)
+
+    def filter(self, state: tuple[Critical, ...], node: NodeInfo) -> NodeFailure | None:
+        for c in state:
+            value = node.labels.get(c.topology_key)
+            if value is None:
+                return _MISSING
+            if c.minimum is not None and c.counts.get(value, 0) + c.self_match - c.minimum > c.max_skew:
+                return _SKEW
+        return None
+
+
+PLUGIN = PodTopologySpread()

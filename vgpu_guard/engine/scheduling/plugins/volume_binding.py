@@ -6,14 +6,17 @@ WaitForFirstConsumer) is kube-scheduler's own work, which vgpu-guard does not re
 is refused with a message that says so (``refusal``), never bound blindly. A claim is bound when it
 names a volume and carries ``pv.kubernetes.io/bind-completed`` (``isPVCFullyBound``: until then a
 pre-bound claim is "unbound immediate" there). For bound claims, a node fails when the volume's
-``spec.nodeAffinity.required`` does not select it.
+``spec.nodeAffinity.required`` does not select it: each volume's terms are parsed once per pod
+(``prepare``), not per node.
 """
 
 from __future__ import annotations
 
 from vgpu_guard.engine.cluster import NodeInfo
-from vgpu_guard.engine.node_terms import matches_node_terms, node_selector_terms
+from vgpu_guard.engine.node_terms import NodeSelectorTerm, matches_node_terms, node_selector_terms
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.facts import PodFacts
+from vgpu_guard.engine.scheduling.plugin import Refusal, Snapshot, rejected
 from vgpu_guard.engine.scheduling.workloads import Workloads
 from vgpu_guard.engine.untrusted import as_mapping
 
@@ -21,6 +24,10 @@ NAME = "VolumeBinding"
 CONFLICT = "node(s) had volume node affinity conflict"
 # Set by the PV controller when it completes a binding (pkg/controller/volume/persistentvolume/util).
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+_CONFLICT = rejected(CONFLICT)
+
+# Per bound volume that has a required node affinity: its node selector terms (ORed).
+State = tuple[tuple[NodeSelectorTerm, ...], ...]
 
 
 def refusal(pod: PodFacts, workloads: Workloads) -> str | None:
@@ -52,13 +59,29 @@ def refusal(pod: PodFacts, workloads: Workloads) -> str | None:
     return None
 
 
-def volume_binding(pod: PodFacts, node: NodeInfo, workloads: Workloads) -> tuple[str, ...]:
+def _required_terms(pod: PodFacts, workloads: Workloads) -> State:
+    terms = []
     for claim in pod.claims:
         volume = workloads.volume_of(pod.namespace, claim)
         required = as_mapping(as_mapping(as_mapping(volume).get("spec")).get("nodeAffinity")).get("required")
-        if required is None:
-            continue
-        terms = node_selector_terms(as_mapping(required).get("nodeSelectorTerms"))
-        if not matches_node_terms(terms, node):
-            return (CONFLICT,)
-    return ()
+        if required is not None:
+            terms.append(node_selector_terms(as_mapping(required).get("nodeSelectorTerms")))
+    return tuple(terms)
+
+
+class VolumeBinding:
+    name = NAME
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> State | Refusal | None:
+        if not pod.claims:
+            return None
+        reason = refusal(pod, snapshot.workloads)
+        if reason is not None:
+            return Refusal(reason)
+        return _required_terms(pod, snapshot.workloads) or None
+
+    def filter(self, state: State, node: NodeInfo) -> NodeFailure | None:
+        return None if all(matches_node_terms(terms, node) for terms in state) else _CONFLICT
+
+
+PLUGIN = VolumeBinding()

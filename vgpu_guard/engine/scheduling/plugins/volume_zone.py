@@ -2,18 +2,21 @@
 
 volumezone (1.20): only nodes that carry a zone or region label are checked; for each such label
 on the volume (a ``__``-separated set of values, each trimmed; a set with an empty member is
-ignored, as LabelZonesToSet's error is), the node's value must be in the set.
+ignored, as LabelZonesToSet's error is), the node's value must be in the set. The volumes'
+labels are read once per pod (``prepare``); a pod whose volumes carry none has nothing to check.
 """
 
 from __future__ import annotations
 
 from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.placement_reason import NodeFailure
 from vgpu_guard.engine.scheduling.facts import PodFacts
-from vgpu_guard.engine.scheduling.workloads import Workloads
+from vgpu_guard.engine.scheduling.plugin import Snapshot, rejected
 from vgpu_guard.engine.untrusted import as_mapping
 
 NAME = "VolumeZone"
 REASON = "node(s) had no available volume zone"
+_FAILURE = rejected(REASON)
 ZONE_LABELS = (
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
@@ -29,15 +32,29 @@ def _zones(value: str) -> frozenset[str] | None:
     return None if "" in members else frozenset(members)
 
 
-def volume_zone(pod: PodFacts, node: NodeInfo, workloads: Workloads) -> tuple[str, ...]:
-    constraints = {k: node.labels[k] for k in ZONE_LABELS if k in node.labels}
-    if not constraints or not pod.claims:
-        return ()
-    for claim in pod.claims:
-        volume = workloads.volume_of(pod.namespace, claim)
-        labels = as_mapping(as_mapping(as_mapping(volume).get("metadata")).get("labels"))
-        for key, value in labels.items():
-            zones = _zones(str(value)) if key in ZONE_LABELS else None
-            if zones is not None and constraints.get(key, "") not in zones:
-                return (REASON,)
-    return ()
+# Per zone or region label of the pod's bound volumes: the label and the values it allows.
+State = tuple[tuple[str, frozenset[str]], ...]
+
+
+class VolumeZone:
+    name = NAME
+
+    def prepare(self, pod: PodFacts, snapshot: Snapshot) -> State | None:
+        wanted = []
+        for claim in pod.claims:
+            volume = snapshot.workloads.volume_of(pod.namespace, claim)
+            labels = as_mapping(as_mapping(as_mapping(volume).get("metadata")).get("labels"))
+            for key, value in labels.items():
+                zones = _zones(str(value)) if key in ZONE_LABELS else None
+                if zones is not None:
+                    wanted.append((str(key), zones))
+        return tuple(wanted) or None
+
+    def filter(self, state: State, node: NodeInfo) -> NodeFailure | None:
+        labels = node.labels
+        if not any(k in labels for k in ZONE_LABELS):
+            return None  # only nodes with a zone or region label are checked
+        return _FAILURE if any(labels.get(key, "") not in zones for key, zones in state) else None
+
+
+PLUGIN = VolumeZone()
