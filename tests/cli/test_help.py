@@ -139,6 +139,7 @@ positional arguments:
     sandbox   a local cluster for kubectl: the real control plane when built, else the API double
     status    one screen on the fleet's GPUs: memory, cores, pods, MIG, pending pods, queues
     cleanup   delete the release's webhook configurations (the chart's pre-delete hook)
+    label-ns  label namespaces with their name as 1.21+ does (the chart's hook on 1.20)
 
 options:
   -h, --help  show this help message and exit
@@ -146,9 +147,9 @@ options:
 
 exit codes (review's and simulate's --help say what each means for them):
   0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox,
-     cleanup)
-  1  denied: at least one object denied (review); certs, sandbox and cleanup also use it when they
-     refuse or a component or deletion fails (the reason is on stderr)
+     cleanup, label-ns)
+  1  denied: at least one object denied (review); certs, sandbox, cleanup and label-ns also use it
+     when they refuse or a component, deletion or label fails (the reason is on stderr)
   2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
      kubeconfig or API server that cannot be read
 """

@@ -10,7 +10,7 @@ from vgpu_guard import __version__
 __all__ = ["build_parser", "run"]
 
 # Subcommand modules; each exposes add_parser(subparsers) and sets ``func`` (its run) as a default.
-_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status", "cleanup")
+_COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status", "cleanup", "label_ns")
 
 
 # The exit codes every command shares, so a CI step can tell "denied" from "could not judge";
@@ -18,9 +18,9 @@ _COMMANDS = ("review", "simulate", "serve", "certs", "sandbox", "status", "clean
 EPILOG = """\
 exit codes (review's and simulate's --help say what each means for them):
   0  ok: every object allowed (review), the run completed (simulate, status, certs, serve, sandbox,
-     cleanup)
-  1  denied: at least one object denied (review); certs, sandbox and cleanup also use it when they
-     refuse or a component or deletion fails (the reason is on stderr)
+     cleanup, label-ns)
+  1  denied: at least one object denied (review); certs, sandbox, cleanup and label-ns also use it
+     when they refuse or a component, deletion or label fails (the reason is on stderr)
   2  unusable input or cluster: an unreadable, over-limit or invalid file or flag, or a
      kubeconfig or API server that cannot be read"""
 

@@ -10,7 +10,7 @@ terminal's width (``COLUMNS``): a cut reason loses its remedy, which is the part
 "Never saw": a vGPU pod without the marks our mutating webhook leaves on every vGPU pod it admits
 (the ``volcano.sh/vgpu-mode`` annotation; the MIG profile on a MIG pod; our scheduler name when
 routing is on). Such a pod was made before vgpu-guard was installed, in a namespace the webhooks do
-not cover (below Kubernetes 1.28, namespaces not opted in), or while the webhook failed open: its
+not cover (with the opt-in preset, namespaces not opted in), or while the webhook failed open: its
 request was never checked and, unless the controller adopted it, its GPUs are the ones a ledger
 can miss. Pods of ``admission.exemptNamespaces`` are skipped by design, and so are not listed.
 

@@ -169,19 +169,58 @@ has(object.metadata.annotations) && 'scheduling.k8s.io/group-name' in object.met
 {{- end }}
 
 {{/*
-How pods reach the pod webhooks: "matchConditions" (only GPU pods are sent, CEL; beta and on by
-default from 1.28) or "namespaceOptIn" (only namespaces labelled <optInLabel>=enabled; for
-clusters without matchConditions, which drop the field silently and would send every pod).
+How pods reach the pod webhooks: "matchConditions" (every namespace, only GPU pods are sent, CEL; beta
+and on by default from 1.28), "allNamespaces" (every namespace but the excluded ones, every pod: for
+servers without matchConditions, which drop the field silently) or "namespaceOptIn" (only
+namespaces labelled <optInLabel>=enabled, every pod there). auto: matchConditions from 1.28, else
+allNamespaces, so a default install guards every namespace on every version.
 */}}
 {{- define "vgpu-guard.podScope" -}}
 {{- $scope := .Values.webhooks.scope }}
 {{- if eq $scope "auto" }}
-{{- if semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version }}matchConditions{{ else }}namespaceOptIn{{ end }}
-{{- else if has $scope (list "matchConditions" "namespaceOptIn") }}
+{{- if semverCompare ">=1.28.0-0" .Capabilities.KubeVersion.Version }}matchConditions{{ else }}allNamespaces{{ end }}
+{{- else if has $scope (list "matchConditions" "allNamespaces" "namespaceOptIn") }}
 {{- $scope }}
 {{- else }}
-{{- fail (printf "webhooks.scope: %q is not one of auto, matchConditions, namespaceOptIn" $scope) }}
+{{- fail (printf "webhooks.scope: %q is not one of auto, matchConditions, allNamespaces, namespaceOptIn" $scope) }}
 {{- end }}
+{{- end }}
+
+{{/*
+failurePolicy of a pod CREATE webhook (mutatePods, validatePods): (dict "ctx" $ "value" .failurePolicy).
+"auto" fails closed where the scope is narrow (matchConditions: only GPU pods; namespaceOptIn: only
+opted-in namespaces) and open in allNamespaces, where every pod of every namespace is sent and an
+outage would stop every pod creation in the cluster's workloads.
+*/}}
+{{- define "vgpu-guard.podFailurePolicy" -}}
+{{- if eq .value "auto" }}
+{{- if eq (include "vgpu-guard.podScope" .ctx) "allNamespaces" }}Ignore{{ else }}Fail{{ end }}
+{{- else if has .value (list "Fail" "Ignore") }}
+{{- .value }}
+{{- else }}
+{{- fail (printf "a pod webhook's failurePolicy is %q; use auto, Fail or Ignore" .value) }}
+{{- end }}
+{{- end }}
+
+{{/*
+timeoutSeconds of a pod CREATE webhook: (dict "ctx" $ "value" .timeoutSeconds "policy" "Fail").
+"auto": 3 when it fails open (a short wait per pod while we are down), 5 when it fails closed.
+*/}}
+{{- define "vgpu-guard.podTimeout" -}}
+{{- if eq (toString .value) "auto" }}
+{{- if eq .policy "Ignore" }}3{{ else }}5{{ end }}
+{{- else }}
+{{- int .value }}
+{{- end }}
+{{- end }}
+
+{{/*
+The namespaces every webhook's namespaceSelector keeps out by kubernetes.io/metadata.name (the
+excluded ones, ours, the exempt ones), as a JSON list: what the 1.20 name-label hook labels.
+*/}}
+{{- define "vgpu-guard.nameLabelledNamespaces" -}}
+{{- $v := .Values }}
+{{- concat $v.webhooks.excludedNamespaces (list .Release.Namespace) (default (list) $v.config.admission.exemptNamespaces) | uniq | toJson }}
 {{- end }}
 
 {{/*
