@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.apidouble.server import RunningDouble, serve_double
+from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 

@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from vgpu_guard.apidouble._tls import make_serving_tls
-from vgpu_guard.apidouble.server import RunningDouble, serve_double
+from vgpu_guard.apidouble.http._tls import make_serving_tls
+from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, Unavailable

@@ -18,9 +18,9 @@ import yaml
 
 from tests.apidouble.vendor_openapi import SOURCE, TARGET, UNSERVED, render, render_unserved
 from vgpu_guard.apidouble import RunningDouble
-from vgpu_guard.apidouble._openapi import PROTO_V2
-from vgpu_guard.apidouble._printers import human_duration
-from vgpu_guard.apidouble._protobuf import K8S_MAGIC, fields, tag_bytes, tag_varint
+from vgpu_guard.apidouble.http._openapi import PROTO_V2
+from vgpu_guard.apidouble.http._printers import human_duration
+from vgpu_guard.apidouble.http._protobuf import K8S_MAGIC, fields, tag_bytes, tag_varint
 from vgpu_guard.kube.resources import CRDS, LEDGERS, PODS
 
 from .objects import pod
@@ -331,7 +331,7 @@ async def test_a_streaming_list_watch_is_refused_as_1_20_refuses_it(double: Runn
 def _pod_row(status: Obj, **spec: Any) -> list[Any]:
     from datetime import UTC, datetime
 
-    from vgpu_guard.apidouble._printers import print_pod
+    from vgpu_guard.apidouble.http._printers import print_pod
 
     obj = {"metadata": {"name": "p", "creationTimestamp": "2025-01-01T12:00:00Z"},
            "spec": {"containers": [{"name": "a"}, {"name": "b"}], **spec}, "status": status}  # fmt: skip

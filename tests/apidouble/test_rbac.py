@@ -13,15 +13,15 @@ import pytest
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.identity import service_account
-from vgpu_guard.apidouble.rbac import (
+from vgpu_guard.apidouble.http.rbac import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     ROLE_BINDINGS,
     ROLES,
     RBACAuthorizer,
 )
-from vgpu_guard.apidouble.server import serve_double
+from vgpu_guard.apidouble.http.server import serve_double
+from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Forbidden

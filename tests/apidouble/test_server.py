@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 import yaml
 
-from vgpu_guard.apidouble.server import RunningDouble, serve_double
+from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.resources import CRDS, PODS

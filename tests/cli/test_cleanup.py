@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.manifests.chart import render_objects
+from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
-from vgpu_guard.apidouble.server import serve_double
 from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource
 

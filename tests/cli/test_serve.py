@@ -21,7 +21,7 @@ import yaml
 
 from tests.builders import gpu_node, pod
 from tests.webhook.conftest import admission_review
-from vgpu_guard.apidouble.server import serve_double
+from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, SECRETS
 

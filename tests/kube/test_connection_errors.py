@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from vgpu_guard.apidouble import serve_double
-from vgpu_guard.apidouble._tls import make_serving_tls
-from vgpu_guard.apidouble.server import write_kubeconfig
+from vgpu_guard.apidouble.http._tls import make_serving_tls
+from vgpu_guard.apidouble.http.server import write_kubeconfig
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Unavailable
 from vgpu_guard.kube.resources import NODES

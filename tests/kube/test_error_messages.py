@@ -26,9 +26,9 @@ from vgpu_guard.apidouble.client import (
     unavailable_error,
 )
 from vgpu_guard.apidouble.frontend import Frontend
+from vgpu_guard.apidouble.http.rbac import RBACAuthorizer
+from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import service_account
-from vgpu_guard.apidouble.rbac import RBACAuthorizer
-from vgpu_guard.apidouble.server import serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import (

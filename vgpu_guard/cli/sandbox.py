@@ -348,7 +348,7 @@ class _Cluster:
 # -- the double ---------------------------------------------------------------------------------
 @contextlib.asynccontextmanager
 async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str]]:
-    from vgpu_guard.apidouble.server import serve_double
+    from vgpu_guard.apidouble.http.server import serve_double
     from vgpu_guard.kube.resources import CRDS, NAMESPACES
 
     async with serve_double(workdir, host=_HOST, port=port) as api:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from vgpu_guard.apidouble._openapi import builtin_document
-from vgpu_guard.apidouble._printers import PRINTERS, column_definitions, human_duration
+from vgpu_guard.apidouble.http._openapi import builtin_document
+from vgpu_guard.apidouble.http._printers import PRINTERS, column_definitions, human_duration
 
 __all__ = ["builtin_table", "crd_columns", "crd_table", "human_duration"]
 

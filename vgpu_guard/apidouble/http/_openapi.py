@@ -23,9 +23,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from vgpu_guard.apidouble._openapi_pb import encode_document
-from vgpu_guard.apidouble._protobuf import fields, tag_bytes
 from vgpu_guard.apidouble._types import TypeInfo
+from vgpu_guard.apidouble.http._openapi_pb import encode_document
+from vgpu_guard.apidouble.http._protobuf import fields, tag_bytes
 
 __all__ = [
     "PROTO_V2",

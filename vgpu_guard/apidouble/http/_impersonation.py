@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from vgpu_guard.apidouble.http.rbac import RBACAuthorizer
 from vgpu_guard.apidouble.identity import UserInfo
-from vgpu_guard.apidouble.rbac import RBACAuthorizer
 
 __all__ = ["ImpersonationError", "impersonated"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from vgpu_guard.apidouble._protobuf import tag_bytes, tag_double, tag_varint
+from vgpu_guard.apidouble.http._protobuf import tag_bytes, tag_double, tag_varint
 
 __all__ = ["encode_document"]
 

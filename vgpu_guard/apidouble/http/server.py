@@ -41,28 +41,28 @@ import yaml
 from aiohttp import web
 
 from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble._apply import AppliedConfigs, server_side_apply
 from vgpu_guard.apidouble._gotext import GoJSONError, go_json_loads, go_quote, go_string_slice
-from vgpu_guard.apidouble._impersonation import ImpersonationError, impersonated
 from vgpu_guard.apidouble._listing import validate_watch_options
-from vgpu_guard.apidouble._negotiate import PROTOBUF, Output, negotiate, not_acceptable
-from vgpu_guard.apidouble._openapi import openapi_v2_answer, unserved_feature
-from vgpu_guard.apidouble._printers import PRINTERS
-from vgpu_guard.apidouble._protobuf import DECODERS, ProtobufError, decode_k8s
 from vgpu_guard.apidouble._status import Cause
-from vgpu_guard.apidouble._tables import builtin_table, crd_columns, crd_table
-from vgpu_guard.apidouble._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
 from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
 from vgpu_guard.apidouble.frontend import Frontend, Written
-from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
-from vgpu_guard.apidouble.rbac import (
+from vgpu_guard.apidouble.http._apply import AppliedConfigs, server_side_apply
+from vgpu_guard.apidouble.http._impersonation import ImpersonationError, impersonated
+from vgpu_guard.apidouble.http._negotiate import PROTOBUF, Output, negotiate, not_acceptable
+from vgpu_guard.apidouble.http._openapi import openapi_v2_answer, unserved_feature
+from vgpu_guard.apidouble.http._printers import PRINTERS
+from vgpu_guard.apidouble.http._protobuf import DECODERS, ProtobufError, decode_k8s
+from vgpu_guard.apidouble.http._tables import builtin_table, crd_columns, crd_table
+from vgpu_guard.apidouble.http._tls import ServingTLS, make_serving_tls
+from vgpu_guard.apidouble.http.rbac import (
     PUBLIC_PATHS,
     RBACAuthorizer,
     anonymous_path_forbidden,
     request_attributes,
     self_subject_access_review,
 )
+from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.errors import KubeError
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from vgpu_guard.apidouble._openapi import builtin_document
+from vgpu_guard.apidouble.http._openapi import builtin_document
 
 __all__ = ["PRINTERS", "age", "column_definitions", "human_duration"]
 
