@@ -262,8 +262,8 @@ def test_failed_build_prints_one_line_and_exits_2(
 @pytest.mark.parametrize(
     ("git_version", "scope", "release"),
     [
-        ("v1.20.2", "namespaceOptIn", "1.20"),
-        ("v1.27.9-gke.1", "namespaceOptIn", "1.27"),
+        ("v1.20.2", "allNamespaces", "1.20"),
+        ("v1.27.9-gke.1", "allNamespaces", "1.27"),
         ("v1.28.0", "matchConditions", "1.28"),
         ("v1.33.0+vgpu-guard-double", "matchConditions", "1.33"),
         ("", "namespaceOptIn", "unknown"),
@@ -275,9 +275,27 @@ def test_pod_scope_follows_the_charts_auto_scope(git_version: str, scope: str, r
     assert pod_scope({"gitVersion": git_version}) == (scope, release)
 
 
-def test_opt_in_configurations_are_the_charts_for_servers_before_1_28() -> None:
-    """No matchConditions (1.20 drops them and would send every pod), every pod-side webhook
-    limited to opted-in namespaces, the pod-allocations UPDATE entry included; queues are
+def test_all_namespaces_configurations_are_the_charts_for_servers_before_1_28() -> None:
+    """No matchConditions (1.20 drops them), every namespace but the excluded ones, no label asked of
+    any; the pod CREATE webhooks fail open; what the sandbox labels below 1.21 is what they exclude."""
+    from vgpu_guard.cli.sandbox import ALL_NAMESPACES, excluded_namespaces, webhook_configurations
+
+    configs = webhook_configurations("https://127.0.0.1:1234", b"CA", ALL_NAMESPACES)
+    hooks = {(c["kind"], h["name"]): h for c in configs for h in c["webhooks"]}
+    assert not any("matchConditions" in h for h in hooks.values())
+    for (kind, name), hook in hooks.items():
+        if name == "queues.vgpu-guard.io":
+            continue
+        keys = [e["key"] for e in hook["namespaceSelector"]["matchExpressions"]]
+        assert keys == ["kubernetes.io/metadata.name"], name
+        if name == "pods.vgpu.vgpu-guard.io":
+            assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 3), kind
+    assert excluded_namespaces(configs) == ("kube-system", "kube-node-lease", "vgpu-guard")
+
+
+def test_opt_in_configurations_are_the_charts_preset() -> None:
+    """The fail-closed preset below 1.28 (webhooks.scope=namespaceOptIn): no matchConditions, every
+    pod-side webhook limited to opted-in namespaces, the pod-allocations UPDATE entry included; queues are
     cluster-scoped and keep no namespaceSelector."""
     from vgpu_guard.cli.sandbox import OPT_IN, opt_in_label, webhook_configurations
 
@@ -308,6 +326,15 @@ def test_scope_lines_say_which_pods_reach_the_webhook() -> None:
     assert scope_lines("matchConditions", "1.33", "", ("default",)) == [
         "scope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks"
     ]
+    assert scope_lines(
+        "allNamespaces", "1.20", "kubernetes.io/metadata.name", ("kube-system", "kube-node-lease")
+    ) == [
+        "scope:      all namespaces (Kubernetes 1.20 has no matchConditions): every pod of every namespace but "
+        "the excluded ones reaches the pod webhooks, which fail open",
+        "labelled:   kube-system, kube-node-lease with kubernetes.io/metadata.name=<name> (1.21+ sets it), which "
+        "keeps them out",
+    ]
+    assert len(scope_lines("allNamespaces", "1.25", "kubernetes.io/metadata.name", ())) == 1
     assert scope_lines("namespaceOptIn", "1.20", "vgpu-guard.io/admission=enabled", ("default",)) == [
         "scope:      namespace opt-in (Kubernetes 1.20 has no matchConditions): only pods in namespaces "
         "labelled vgpu-guard.io/admission=enabled reach the pod webhooks",

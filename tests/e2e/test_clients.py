@@ -529,11 +529,13 @@ SANDBOX_BIN = Path(sys.executable).with_name("vgpu-guard")
 
 
 # What the sandbox registers (the chart's ``webhooks.scope: auto``): 1.20 has no matchConditions,
-# so only opted-in namespaces reach the pod webhooks, and the README's namespace is opted in.
+# so every namespace but the excluded ones reaches the pod webhooks, and it has no name label, so
+# the sandbox labels the excluded ones as the chart's install hook does.
 SCOPE_LINES = {
-    "real": "scope:      namespace opt-in (Kubernetes 1.20 has no matchConditions): only pods in namespaces "
-    "labelled vgpu-guard.io/admission=enabled reach the pod webhooks\n"
-    "labelled:   default (`kubectl label namespace NAME vgpu-guard.io/admission=enabled` opts in another)\n",
+    "real": "scope:      all namespaces (Kubernetes 1.20 has no matchConditions): every pod of every namespace "
+    "but the excluded ones reaches the pod webhooks, which fail open\n"
+    "labelled:   kube-system, kube-node-lease, vgpu-guard with kubernetes.io/metadata.name=<name> (1.21+ sets "
+    "it), which keeps them out\n",
     "double": "scope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n",
 }
 

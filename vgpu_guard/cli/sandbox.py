@@ -17,9 +17,11 @@ webhook and controller as child processes (``vgpu-guard serve webhook`` / ``serv
 the API as a user would, what the chart registers on that server: its webhook configurations
 rendered with ``webhooks.urlOverride`` (``vgpu_guard/data/sandbox/``), pointed at the local webhook
 with that CA as caBundle. The chart's ``webhooks.scope: auto`` picks matchConditions from
-Kubernetes 1.28 and the namespace opt-in scope before (1.20 drops matchConditions silently, which
-would send every pod to us), so the sandbox reads the server's ``/version`` and, in the opt-in
-scope, labels the namespace the README's commands use (``default``) and says so. A stand-in for the
+Kubernetes 1.28 and the allNamespaces scope before (1.20 drops matchConditions silently, so every
+pod of every namespace but the excluded ones is sent to us, and the pod webhooks fail open), so the
+sandbox reads the server's ``/version`` and says which. Below 1.21 it also does what the chart's
+pre-install hook does: the namespaces the selectors exclude get the ``kubernetes.io/metadata.name``
+label that 1.21+ sets itself. A stand-in for the
 device plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops
 the children and the server, and the state is gone (the real backend's etcd lives in a temporary
 directory); the processes' logs are kept (``--logs DIR``, else a new directory in the system's
@@ -55,12 +57,13 @@ import yaml
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.cli.sandbox_settings import SandboxSettings, SettingsError, settings_from
 from vgpu_guard.controlplane.launch import free_port
-from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
 from vgpu_guard.volcano.binder import DEFAULT_VERSION
 
 if TYPE_CHECKING:
     from vgpu_guard.controlplane import Binaries, ControlPlane
+    from vgpu_guard.kube.aio import AioClusterClient
 
 __all__ = ["add_parser", "run"]
 
@@ -77,11 +80,16 @@ _CONFIRM_INTERVAL = 0.2
 _HEARTBEAT_SECONDS = 5.0
 BACKENDS = ("auto", "real", "double")
 MATCH_CONDITIONS = "matchConditions"
+ALL_NAMESPACES = "allNamespaces"
 OPT_IN = "namespaceOptIn"
 # The chart's podScope: matchConditions are on by default (beta) from this release.
 MATCH_CONDITIONS_SINCE = (1, 28)
+# From this release the API server sets kubernetes.io/metadata.name on every namespace.
+NAME_LABEL_SINCE = (1, 21)
+NAME_LABEL = "kubernetes.io/metadata.name"
 SCOPE_FILES = {
     MATCH_CONDITIONS: "webhook-configurations.yaml",
+    ALL_NAMESPACES: "webhook-configurations-all-namespaces.yaml",
     OPT_IN: "webhook-configurations-opt-in.yaml",
 }
 # Where the README's "try it" commands create their objects (no namespace in examples/).
@@ -170,8 +178,19 @@ def pod_scope(version: Obj) -> tuple[str, str]:
     if found is None:
         return OPT_IN, "unknown"
     release = (int(found.group(1)), int(found.group(2)))
-    scope = MATCH_CONDITIONS if release >= MATCH_CONDITIONS_SINCE else OPT_IN
+    scope = MATCH_CONDITIONS if release >= MATCH_CONDITIONS_SINCE else ALL_NAMESPACES
     return scope, f"{release[0]}.{release[1]}"
+
+
+def excluded_namespaces(configs: list[Obj]) -> tuple[str, ...]:
+    """The namespaces the configurations' selectors keep out by ``kubernetes.io/metadata.name``."""
+    out: dict[str, None] = {}
+    for config in configs:
+        for hook in config.get("webhooks") or []:
+            for expr in (hook.get("namespaceSelector") or {}).get("matchExpressions") or []:
+                if expr.get("key") == NAME_LABEL and expr.get("operator") == "NotIn":
+                    out.update(dict.fromkeys(str(v) for v in expr.get("values") or []))
+    return tuple(out)
 
 
 def webhook_configurations(base_url: str, ca_pem: bytes, scope: str = MATCH_CONDITIONS) -> list[Obj]:
@@ -207,9 +226,19 @@ def opt_in_label(configs: list[Obj]) -> tuple[str, str]:
 
 
 def scope_lines(scope: str, release: str, label: str, namespaces: tuple[str, ...]) -> list[str]:
-    """What the sandbox prints about which pods reach the webhook."""
+    """What the sandbox prints about which pods reach the webhook (``namespaces``: those it
+    labelled, with ``label``)."""
     if scope == MATCH_CONDITIONS:
         return [f"scope:      matchConditions (Kubernetes {release}): only vGPU pods reach the pod webhooks"]
+    if scope == ALL_NAMESPACES:
+        lines = [
+            f"scope:      all namespaces (Kubernetes {release} has no matchConditions): every pod of every "
+            "namespace but the excluded ones reaches the pod webhooks, which fail open"
+        ]
+        if namespaces:
+            shown = ", ".join(namespaces)
+            lines.append(f"labelled:   {shown} with {label}=<name> (1.21+ sets it), which keeps them out")
+        return lines
     return [
         f"scope:      namespace opt-in (Kubernetes {release} has no matchConditions): only pods in "
         f"namespaces labelled {label} reach the pod webhooks",
@@ -313,7 +342,8 @@ async def _register(kubeconfig: Path, base_url: str, ca_pem: bytes) -> list[str]
     """Create what the chart registers on this server, through its API; returns the scope lines.
 
     In the opt-in scope the README's namespace is labelled before the configurations exist, so
-    the first ``kubectl apply`` there already reaches the webhook."""
+    the first ``kubectl apply`` there already reaches the webhook; below 1.21 the namespaces the
+    selectors exclude get their name label first, as the chart's pre-install hook does."""
     from vgpu_guard.kube.aio import AioClusterClient
 
     admin = await AioClusterClient.from_kubeconfig(str(kubeconfig))
@@ -321,11 +351,16 @@ async def _register(kubeconfig: Path, base_url: str, ca_pem: bytes) -> list[str]
         scope, release = pod_scope(await admin.server_version())
         configs = webhook_configurations(base_url, ca_pem, scope)
         label = ""
+        labelled: tuple[str, ...] = OPTED_IN_NAMESPACES
         if scope == OPT_IN:
             key, value = opt_in_label(configs)
             label = f"{key}={value}"
             for name in OPTED_IN_NAMESPACES:
                 await admin.patch(NAMESPACES, name, {"metadata": {"labels": {key: value}}})
+        elif scope == ALL_NAMESPACES:
+            label, labelled = NAME_LABEL, ()
+            if tuple(map(int, release.split("."))) < NAME_LABEL_SINCE:
+                labelled = await _label_excluded(admin, excluded_namespaces(configs))
         for config_obj in configs:
             mutating = config_obj["kind"] == "MutatingWebhookConfiguration"
             await admin.create(MUTATING_WEBHOOKS if mutating else VALIDATING_WEBHOOKS, config_obj)
@@ -333,7 +368,20 @@ async def _register(kubeconfig: Path, base_url: str, ca_pem: bytes) -> list[str]
         raise RuntimeError(f"registering the webhook configurations failed: {e}") from None
     finally:
         await admin.close()
-    return scope_lines(scope, release, label, OPTED_IN_NAMESPACES)
+    return scope_lines(scope, release, label, labelled)
+
+
+async def _label_excluded(admin: AioClusterClient, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+    """``vgpu-guard label-ns`` as the chart's hook runs it: the name label on each namespace that
+    exists (the release namespace may not, in the sandbox); returns those labelled."""
+    done = []
+    for name in namespaces:
+        try:
+            await admin.patch(NAMESPACES, name, {"metadata": {"labels": {NAME_LABEL: name}}})
+        except NotFound:
+            continue
+        done.append(name)
+    return tuple(done)
 
 
 @dataclass
