@@ -80,11 +80,11 @@ async def run_controller(
         # A node whose ledger write failed waits as a failing pass would (_Rounds.backoff_cap).
         node_retry_seconds=retry_seconds,
         node_retry_cap_seconds=min(MAX_BACKOFF_SECONDS, 8 * retry_seconds),
+        background_events=True,
+        # A pod's handshake ending frees its node for the next binding at once, not at the next pass.
+        wake=inputs.changed.set,
     )
-    controller.background_events = True
     controller.reports.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
-    # A pod's handshake ending frees its node for the next binding at once, not at the next pass.
-    controller.binder.retry = inputs.changed.set
     inputs.pods.add_handler(
         lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
     )

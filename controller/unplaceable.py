@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from vgpu_guard.engine.pod_request import PodRequest
 
-__all__ = ["UnplaceableMemo"]
+__all__ = ["Signature", "UnplaceableMemo"]
 
 Signature = tuple[object, ...]
 

@@ -530,7 +530,7 @@ async def test_the_overcommit_check_runs_when_the_decision_fails() -> None:
     async def failing(*_: Any, **__: Any) -> None:
         raise unavailable_error("the API server is unavailable")
 
-    controller._decide = failing  # type: ignore[method-assign]
+    controller.placer.decide = failing  # type: ignore[method-assign]
     result = await controller.run_once()
     assert result.errors and cluster.events("GPUOvercommitted")
 
