@@ -340,3 +340,28 @@ def test_an_unreadable_reserved_at_is_an_error_naming_the_field(value: object) -
         str(refused.value)
         == f"GPULedger n: spec.allocations[0].reservedAt: expected an integer, got {value!r}"
     )
+
+
+def test_empty_optional_strings_are_left_out_of_the_written_ledger() -> None:
+    """kube-apiserver 1.20 reads "" as null and refuses the whole object (tests/contract/
+    test_ledger_bounds.py): an entry decoded without a queue or a container name must still encode
+    into a ledger it takes."""
+    raw = {
+        "apiVersion": "vgpu-guard.io/v1alpha1",
+        "kind": "GPULedger",
+        "metadata": {"name": "n"},
+        "spec": {
+            "nodeName": "n",
+            "allocations": [
+                {
+                    "podUID": "u",
+                    "namespace": "default",
+                    "name": "p",
+                    "containers": [{"index": 0, "devices": [{"uuid": "GPU-0", "memoryMiB": 1, "cores": 0}]}],
+                }
+            ],
+        },
+    }
+    [entry] = encode_ledger(decode_ledger(raw))["spec"]["allocations"]
+    assert "queue" not in entry and "name" not in entry["containers"][0]
+    assert "" not in [v for v in entry.values() if isinstance(v, str)]

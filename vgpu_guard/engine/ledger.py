@@ -379,15 +379,22 @@ def _encode_allocation(a: Allocation) -> dict[str, Any]:
                     mig |= {"start": d.mig.start, "size": d.mig.size}
                 device["mig"] = mig
             devices.append(device)
-        containers.append({"index": c.index, "name": c.name, "devices": devices})
+        container: dict[str, Any] = {"index": c.index, "devices": devices}
+        if c.name:
+            container["name"] = c.name
+        containers.append(container)
     out: dict[str, Any] = {
         "podUID": a.pod_uid,
         "namespace": a.namespace,
         "name": a.name,
-        "queue": a.queue,
         "reservedAt": a.reserved_at,
         "containers": containers,
     }
+    # Optional strings are left out when empty: kube-apiserver 1.20 reads "" as null and refuses the
+    # whole ledger ('must be of type string: "null"', go-openapi), so an entry decoded without a
+    # queue or a container name (a hand edit) would make every write of its node fail.
+    if a.queue:
+        out["queue"] = a.queue
     if a.group:
         out["podGroup"] = a.group
     if a.adopted:
