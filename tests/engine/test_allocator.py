@@ -145,6 +145,22 @@ def test_tolerations_and_affinity_admit_the_node() -> None:
     assert result.node == "t1"
 
 
+def test_one_allocator_judges_each_pods_own_node_terms() -> None:
+    # Pods without facts share the node checks' PreFilter by equal terms: a pod's tolerations,
+    # selector or affinity must never be judged with another pod's.
+    taint = {"key": "gpu", "value": "reserved", "effect": "NoSchedule"}
+    allocator = Allocator(
+        view([gpu_node("t1", 1, taints=[taint], labels={"zone": "a"})]), {}, config=config()
+    )
+    tolerant = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    assert isinstance(allocator.place(request(vgpu_pod("plain", memory=1024))), Unplaceable)
+    assert isinstance(allocator.place(request(vgpu_pod("tolerant", memory=1024, **tolerant))), Placement)
+    assert isinstance(allocator.place(request(vgpu_pod("plain-again", memory=1024))), Unplaceable)
+    elsewhere = vgpu_pod("elsewhere", memory=1024, node_selector={"zone": "b"}, **tolerant)
+    assert isinstance(allocator.place(request(elsewhere)), Unplaceable)
+    assert isinstance(allocator.place(request(vgpu_pod("again", memory=1024, **tolerant))), Placement)
+
+
 @pytest.mark.parametrize("search", ["indexed", "scan"])
 def test_binpack_fills_the_tightest_card_and_spread_the_emptiest(search: Any) -> None:
     nodes = [gpu_node("a", [24576, 24576]), gpu_node("b", [24576])]

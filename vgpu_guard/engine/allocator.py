@@ -200,6 +200,9 @@ class Allocator:
         # given (None: GPUs and node labels, cordon and taints only).
         self._workloads = workloads
         self._framework = Framework(view.nodes, workloads)
+        # The node's own checks read a pod's node terms alone: pods without facts whose selector,
+        # required affinity and tolerations are equal share one cycle (most have none at all).
+        self._node_cycles: dict[Hashable, PodCycle] = {}
         # The vGPU resources are judged per GPU first (reasons that name the card and the numbers),
         # then as node sums against allocatable, as the kubelet admits them.
         nvidia = config.nvidia
@@ -905,7 +908,14 @@ class Allocator:
         counted and the caller parsed the pod's facts, else the node's own checks. A pod with vGPU
         containers leaves the vGPU resources' node sums for after its per-GPU fit."""
         if pod.facts is None:
-            return self._framework.prepare(pod.node_facts(), node_only=True)
+            terms = (tuple(pod.node_selector.items()), pod.affinity, pod.tolerations)
+            cycle = self._node_cycles.get(terms)
+            if cycle is None:
+                if len(self._node_cycles) >= MEMO_LIMIT:
+                    self._node_cycles.clear()
+                cycle = self._framework.prepare(pod.node_facts(), node_only=True)
+                self._node_cycles[terms] = cycle
+            return cycle
         later = self._vgpu_resources if pod.containers else frozenset()
         return self._framework.prepare(pod.facts, later=later)
 

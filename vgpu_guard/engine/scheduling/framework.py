@@ -112,8 +112,12 @@ class PodCycle:
     ) -> None:
         self.pod = pod
         self._node_checks, _, _ = _prepare(node_plugins, pod, snapshot)
-        self._checks, self._refusal, states = _prepare(pod_plugins, pod, snapshot)
-        self._fit: node_resources_fit.FitState | None = states.get(node_resources_fit.NAME)
+        self._checks: list[_Check] = []
+        self._refusal: NodeFailure | None = None
+        self._fit: node_resources_fit.FitState | None = None
+        if pod_plugins:
+            self._checks, self._refusal, states = _prepare(pod_plugins, pod, snapshot)
+            self._fit = states.get(node_resources_fit.NAME)
 
     def filter(self, node: NodeInfo) -> NodeFailure | None:
         """The first failing plugin's failure on ``node``, or None when every plugin passes."""
@@ -165,10 +169,29 @@ class Framework:
         node_plugins: Sequence[Plugin[Any]] = NODE_PLUGINS,
         pod_plugins: Sequence[Plugin[Any]] = POD_PLUGINS,
     ) -> None:
-        self.nodes = nodes
+        self._nodes = nodes
         self.workloads = workloads
         self._node_plugins = tuple(node_plugins)
         self._pod_plugins = tuple(pod_plugins)
+        # One snapshot per ``later`` (a caller has one or two): the nodes and the workloads are
+        # long-lived objects, so a snapshot stays right until the nodes are replaced.
+        self._snapshots: dict[frozenset[str], Snapshot] = {}
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+    @nodes.setter
+    def nodes(self, nodes: Mapping[str, NodeInfo]) -> None:
+        self._nodes = nodes
+        self._snapshots.clear()
+
+    def _snapshot(self, later: frozenset[str]) -> Snapshot:
+        snapshot = self._snapshots.get(later)
+        if snapshot is None:
+            snapshot = Snapshot(self._nodes, self.workloads or _NO_PODS, later)
+            self._snapshots[later] = snapshot
+        return snapshot
 
     def prepare(
         self, pod: PodFacts, *, later: frozenset[str] = frozenset(), node_only: bool = False
@@ -176,10 +199,8 @@ class Framework:
         """PreFilter for ``pod``; ``later`` resources are left out of NodeResourcesFit's filter
         for ``PodCycle.fits_later``."""
         if node_only or self.workloads is None:
-            return PodCycle(pod, self._node_plugins, (), Snapshot(self.nodes, _NO_PODS))
-        return PodCycle(
-            pod, self._node_plugins, self._pod_plugins, Snapshot(self.nodes, self.workloads, later)
-        )
+            return PodCycle(pod, self._node_plugins, (), self._snapshot(frozenset()))
+        return PodCycle(pod, self._node_plugins, self._pod_plugins, self._snapshot(later))
 
 
 def node_cycle(pod: PodFacts) -> PodCycle:
