@@ -1,4 +1,4 @@
-"""Issue 36: whatever our decoder reads, our encoder writes a GPULedger the real server takes.
+"""Issue 36: whatever our decoder reads, our encoder writes a custom resource the real server takes.
 
 Eleven devices of 999999999999999999 MiB once summed past int64 and kube-apiserver refused every
 write of that node's ledger. The property test (tests/engine/test_bounded_numbers.py) checks the
@@ -21,6 +21,7 @@ from tests.builders import gpu_node, view_of
 from tests.contract.conftest import Contract, Side
 from tests.contract.crds import GROUP, installed
 from tests.engine.test_bounded_numbers import INT64, ledger_object
+from tests.engine.test_gang import cluster, member, podgroup, review
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, MAX_UNIX_SECONDS
@@ -96,3 +97,44 @@ async def test_every_ledger_our_encoder_writes_from_edge_values_is_accepted(cont
 
     observed = await contract.agree(probe)
     assert observed["real"] == {}, observed["real"]
+
+
+def _placement_crd() -> dict[str, Any]:
+    """The GangPlacement CRD with its schema untouched, renamed into the contract group."""
+    real = yaml.safe_load((ROOT / "manifests/crds/gangplacements.vgpu-guard.io.yaml").read_text())
+    spec = real["spec"]
+    spec["group"] = GROUP
+    spec["names"] = {
+        "plural": "placementprobes",
+        "singular": "placementprobe",
+        "kind": "PlacementProbe",
+        "listKind": "PlacementProbeList",
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"placementprobes.{GROUP}"},
+        "spec": spec,
+    }
+
+
+async def test_the_gang_placements_the_webhook_records_are_accepted(contract: Contract) -> None:
+    """A gang of whole cards and a CPU-only gang (no vGPU mode: it once wrote mode "", which 1.20
+    refuses) as the mutating webhook records them on their first member's admission."""
+    bodies = []
+    for group, limits in (("train", None), ("mpi", {"cpu": "32"})):
+        result = review(member(group, limits=limits), cluster(podgroup(group, 2)))
+        [body] = result.persist
+        body = {**body, "apiVersion": f"{GROUP}/v1alpha1", "kind": "PlacementProbe"}
+        body["metadata"] = {"name": group}
+        bodies.append(body)
+
+    async def probe(side: Side) -> Any:
+        ns = await side.namespace()
+        async with installed(side, _placement_crd()):
+            base = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/placementprobes"
+            replies = [await side.admin.post(base, body, dryRun="All") for body in bodies]
+            return [[r.status, r.body.get("message") if isinstance(r.body, dict) else ""] for r in replies]
+
+    observed = await contract.agree(probe)
+    assert [status for status, _ in observed["real"]] == [201, 201], observed["real"]

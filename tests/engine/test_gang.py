@@ -197,7 +197,6 @@ def test_cpu_only_gangs_use_allocatable_cpu() -> None:
         "group": "mpi",
         "cluster": "ib-b",
         "minMember": 4,
-        "mode": "",
         "perPod": {"cpu": "32"},
     }
     six = review(member("mpi", limits=limits), cluster(podgroup("mpi", 6)))

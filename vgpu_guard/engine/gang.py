@@ -338,8 +338,9 @@ def _persist(
             "group": group,
             "cluster": cluster,
             "minMember": min_member,
-            "mode": request.mode or "",
             "perPod": per_pod,
+            # Left out for a gang without vGPU: kube-apiserver 1.20 refuses "" in a custom resource.
+            **({"mode": request.mode} if request.mode else {}),
         },
     }
 
