@@ -10,13 +10,13 @@ the node's own checks, which come first and in this order: NodeReady (vgpu-guard
 module), NodeUnschedulable, NodeAffinity, TaintToleration. kube-scheduler runs NodeName and
 TaintToleration before NodeAffinity; here NodeAffinity follows the cordon check directly because
 the allocator counts the nodes a nodeSelector leaves out by its label index without running
-anything after it (``PodCycle.filter_before``), and NodeName is kube-scheduler's own reason
-texts, which come after the node's. Which plugin a node fails only changes how the node is
-counted in the ``0/N nodes are available`` message, never whether the pod fits.
+anything after it (``PodCycle.filter_before``), and NodeName reports in kube-scheduler's words,
+which are listed after the node's own reasons. Which plugin a node fails only changes how the
+node is counted in the ``0/N nodes are available`` message, never whether the pod fits.
 
 A PreFilter refusal (a claim not found or not bound) fails the pod on every node that passes the
-node's own checks. Nothing is cached across pods: each placement changes the counts
-(``Workloads.assume``).
+node's own checks. No state that reads the pods on the nodes outlives its pod: each placement
+changes the counts (``Workloads.assume``).
 """
 
 from __future__ import annotations
