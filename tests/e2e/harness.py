@@ -438,17 +438,30 @@ class Guard:
     objects: list[Obj] = field(default_factory=list)
     deployments: dict[str, Obj] = field(default_factory=dict)
     processes: dict[str, ServeProcess] = field(default_factory=dict)
+    hook_output: dict[str, str] = field(default_factory=dict)  # pre-install hook Job -> its output
 
     @property
     def host(self) -> str:
         return self.backend.webhook_host
 
     @property
-    def opt_in(self) -> bool:
-        """True when the chart chose the namespaceOptIn scope (the server has no matchConditions):
-        only namespaces labelled ``OPT_IN_LABEL=enabled`` reach the pod webhooks, every pod there."""
+    def match_conditions(self) -> bool:
+        """True when the chart rendered matchConditions (the server has them, 1.28+): only GPU pods
+        reach the pod webhooks. Without them (the allNamespaces scope) every pod of every namespace
+        but the excluded ones does, and the pod webhooks fail open."""
         mutating = next(o for o in self.objects if o["kind"] == "MutatingWebhookConfiguration")
-        return not any(w.get("matchConditions") for w in mutating["webhooks"])
+        return any(w.get("matchConditions") for w in mutating["webhooks"])
+
+    @property
+    def opt_in(self) -> bool:
+        """True when the chart runs in the namespaceOptIn scope (``webhooks.scope`` set so): only
+        namespaces labelled ``OPT_IN_LABEL=enabled`` reach the pod webhooks, every pod there."""
+        mutating = next(o for o in self.objects if o["kind"] == "MutatingWebhookConfiguration")
+        return any(
+            e["key"] == OPT_IN_LABEL
+            for w in mutating["webhooks"]
+            for e in w["namespaceSelector"]["matchExpressions"]
+        )
 
     def values(self, *, in_cluster: bool = False) -> Obj:
         """The chart values of the suite (``in_cluster`` only to read the Deployments' process spec)."""
@@ -504,7 +517,8 @@ class Guard:
         self.port = free_port(self.host)
         cert, key = self.certificates()
         version = self.backend.kube_version
-        rendered = [r for r in render_objects(self.values(), kube_version=version) if not r.is_hook]
+        everything = render_objects(self.values(), kube_version=version)
+        rendered = [r for r in everything if not r.is_hook]
         self.objects = [r.obj for r in rendered]
         self.deployments = {
             r.name: r.obj
@@ -519,6 +533,7 @@ class Guard:
                 "metadata": {"name": NAMESPACE, "labels": {SUITE_LABEL: "e2e"}},
             }
         )
+        await self.pre_install([r.obj for r in everything if r.is_hook and "pre-install" in r.hook_phases])
         for kind in INSTALL_ORDER:
             for obj in (o for o in self.objects if o["kind"] == kind):
                 await self.apply(obj)
@@ -530,6 +545,35 @@ class Guard:
         config = next(o for o in self.objects if o["kind"] == "ConfigMap")["data"]["config.yaml"]
         (self.workdir / "config.yaml").write_text(config)
         self._cert_files = (cert, key)
+
+    async def pre_install(self, hook: list[Obj]) -> None:
+        """The chart's pre-install hooks as Helm runs them: their objects created (weights order
+        them as INSTALL_ORDER does), each Job's container run here under its ServiceAccount, and the
+        objects deleted once it succeeded (hook-delete-policy hook-succeeded). Below 1.21 that is
+        the name-label hook (``vgpu-guard label-ns``), which keeps the excluded namespaces out."""
+        for kind in INSTALL_ORDER:
+            for obj in (o for o in hook if o["kind"] == kind):
+                await self.apply(obj)
+        for job in (o for o in hook if o["kind"] == "Job"):
+            spec = job["spec"]["template"]["spec"]
+            kubeconfig = await self.backend.kubeconfig_for(NAMESPACE, spec["serviceAccountName"])
+            argv = [str(BIN), *spec["containers"][0]["args"], "--kubeconfig", str(kubeconfig)]
+            run = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await run.communicate()
+            self.hook_output[job["metadata"]["name"]] = out.decode()
+            if run.returncode != 0:
+                raise HarnessError(
+                    f"hook Job {job['metadata']['name']} exited {run.returncode}:\n{out.decode()}"
+                )
+        for obj in reversed([o for o in hook if o["kind"] != "Job"]):
+            meta = obj["metadata"]
+            with contextlib.suppress(NotFound):
+                await self.admin.delete(BY_KIND[obj["kind"]], meta["name"], namespace=meta.get("namespace"))
 
     async def process(
         self, component: str, identity: str, overrides: Mapping[str, str] | None = None

@@ -91,7 +91,9 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     assert isinstance(error, KubeError) and error.code == 403
     holders = ", ".join(f"{env.ns}/{n}" for n in winners)
     # On 1.28+ the arbiter's own fail-closed entry answers; before, the one allocation entry.
-    webhook = "pod-allocations.vgpu-guard.io" if env.guard.opt_in else "pod-assignments.vgpu-guard.io"
+    webhook = (
+        "pod-assignments.vgpu-guard.io" if env.guard.match_conditions else "pod-allocations.vgpu-guard.io"
+    )
     assert error.message == (
         f'admission webhook "{webhook}" denied the request: [vgpu-assignment-capacity] '
         "metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
@@ -204,14 +206,14 @@ async def test_an_outage_pauses_vgpu_binds_on_1_28_and_is_caught_afterwards_befo
 ) -> None:
     """With the webhook process gone. With matchConditions (1.28+) the arbiter's entry fails closed:
     Volcano's assignment is refused with the API server's error and the pod waits, while every other
-    write to the pod goes through. Before 1.28 (the namespaceOptIn scope, one fail-open entry) the
+    write to the pod goes through. Before 1.28 (no matchConditions, one fail-open entry) the
     assignments pass: three 12 GiB pods land on the 24 GiB card, and the controller adopts them and
     reports the overcommit on the Node (GPUOvercommitted), as docs/install.md says."""
     pods = await create_pods(env, ["web-0", "web-1", "web-2"], 12288, "seed-000")
     assert await env.guard.processes[VOLCANO_MODE].stop() == 0
     binder = Binder(volcano_mode, "1.16")
     device = [Device("GPU-e2e-a10-0-0", 12288)]
-    if not env.guard.opt_in:
+    if env.guard.match_conditions:
         with pytest.raises(KubeError) as error:
             await binder.bind(pods[0], "e2e-a10-0", device)
         assert error.value.code == 500

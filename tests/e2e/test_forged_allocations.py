@@ -5,7 +5,7 @@ writes an assignment into it: by PATCH, through pods/status, and on a Binding. E
 ``pod-allocations.vgpu-guard.io`` with our message, as kubectl would print it. The controller's own
 binding of a vGPU pod (a Binding that carries the assignment) and the device plugin's bind-phase
 confirmation still pass through the same webhook. On the real 1.20 control plane the chart runs in
-the namespaceOptIn scope (no matchConditions there), so the story's namespace is labelled in.
+the allNamespaces scope (no matchConditions there): the story's namespace carries no label at all.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def answering(env: Env) -> str:
     """The entry a write that carries an assignment reaches: from 1.28 the arbiter's own (its
     matchConditions take exactly those writes), before it the one allocation entry; both run the
     same checks on the same path."""
-    return WEBHOOK if env.guard.opt_in else ARBITER
+    return ARBITER if env.guard.match_conditions else WEBHOOK
 
 
 def added(user: str, where: str, webhook: str = WEBHOOK) -> str:
