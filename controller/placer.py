@@ -9,7 +9,7 @@ the committed entries go to the Binder, every pod that stays Pending gets ``PodS
 with the reason, and each gang's PodGroup says what happened (controller/gang_status.py).
 
 A pod whose answer cannot have changed (same version, same cluster signature) is not judged again
-(controller/unplaceable.py); nodes whose ledger cannot be written take no new pod until their
+(controller/scheduling_queue.py); nodes whose ledger cannot be written take no new pod until their
 retry; nodes in the plugin's handshake bind one pod at a time.
 """
 
@@ -31,11 +31,10 @@ from vgpu_guard.controller.node_writes import NodeWrites, Write
 from vgpu_guard.controller.pass_result import PassResult, Report
 from vgpu_guard.controller.pod_parser import PodParser
 from vgpu_guard.controller.reports import PassReports, Reporter
-from vgpu_guard.controller.unplaceable import Signature, UnplaceableMemo
+from vgpu_guard.controller.scheduling_queue import SchedulingQueue, Signature, Unit
 from vgpu_guard.controller.unwritable import failure_reason
 from vgpu_guard.controller.world import World
 from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable
-from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import NodeLedger, check_write
 from vgpu_guard.engine.objects import Obj
@@ -45,13 +44,9 @@ from vgpu_guard.engine.scheduling import Workloads
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import KubeError
 
-__all__ = ["Placer", "committed_waiting", "decision_units"]
+__all__ = ["Placer", "committed_waiting"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
-
-
-# A decision unit: (members, minMember, members already running); a single pod is a unit of one.
-Unit = tuple[list[PodRequest], int, int]
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,7 +61,7 @@ class _Step:
     allocator: Allocator
     objects: Mapping[str, Obj]
     reserved_before: set[str]
-    memo: Signature | None
+    signature: Signature | None
     now: int
     reports: list[Report]
     result: PassResult
@@ -75,7 +70,7 @@ class _Step:
 
 
 class Placer:
-    """Places our pending pods and binds them; the memo of unplaceable pods lives across passes."""
+    """Places our pending pods and binds them; the scheduling queue lives across passes."""
 
     def __init__(
         self,
@@ -106,14 +101,14 @@ class Placer:
         self.concurrency = concurrency
         # Bindings run as tasks (the run loop) instead of being awaited by the pass (settle()).
         self.background_events = background_events
-        self.unplaceable = UnplaceableMemo()
+        self.queue = SchedulingQueue()
         self.handshakes = Handshakes(config, world, reports)
         # The workloads that last indexed the side objects (claims, volumes, namespaces), and their version.
         self._side_indexed: tuple[Workloads, tuple[int, ...] | None] | None = None
 
     def capacity_freed(self) -> None:
         """Something freed capacity: every remembered "no room" answer may be wrong now."""
-        self.unplaceable.capacity_freed()
+        self.queue.capacity_freed()
 
     def retry_due(self) -> bool:
         """A held node's retry came due since the last decision (the run loop passes then)."""
@@ -124,7 +119,7 @@ class Placer:
         a node whose wait ran out may take pods again (a pod refused for it is judged again)."""
         held = self.writes.held_now()
         if set(held) < set(self.world.held):
-            self.unplaceable.capacity_freed()
+            self.queue.capacity_freed()
         self.world.held = held
 
     def _pending(self, reports: list[Report]) -> list[tuple[PodRequest, Obj]]:
@@ -228,50 +223,57 @@ class Placer:
             allocator=allocator,
             objects=objects,
             reserved_before={req.uid for req, _ in pending if allocator.allocation_of(req.uid) is not None},
-            memo=self.unplaceable.signature(generation, placed_pods=len(self.world.placed)),
+            signature=self.queue.signature(generation, placed_pods=len(self.world.placed)),
             now=now,
             reports=reports,
             result=result,
         )
-        self.unplaceable.forget_others(objects)
-        for members, min_member, already in decision_units(pending, self.world.view, self.world.running):
-            if min_member <= 1 and len(members) == 1:
-                self._place_single(members[0], step)
+        for unit in self.queue.units(pending, self.world.view, self.world.running):
+            if unit.single:
+                self._place_single(unit, step)
             else:
-                gangs[(members[0].namespace, members[0].group)] = self._place_gang(
-                    members, min_member, already, step
-                )
+                gangs[unit.key[1], unit.key[2]] = self._place_gang(unit, step)
         for uid in step.to_commit:
             allocator.mark_committed(uid)
         return step.plain
 
-    def _place_single(self, pod: PodRequest, step: _Step) -> None:
-        """One pod: remembered "no room" answers are reused; a placement is reserved and committed
-        in one write (a single pod's reservation is only released when it ends, so all the pods
-        decided on a node share one ledger write, and the Binder binds them one by one as the
-        plugin's handshake allows)."""
+    def _place_single(self, unit: Unit, step: _Step) -> None:
+        """One pod: a parked answer is reused; a placement is reserved and committed in one write
+        (a single pod's reservation is only released when it ends, so all the pods decided on a
+        node share one ledger write, and the Binder binds them one by one as the plugin's
+        handshake allows)."""
+        [pod] = unit.members
         obj = step.objects[pod.uid]
-        version = str(_meta(obj).get("resourceVersion") or "")
-        known = self.unplaceable.known(pod, version, step.memo)
-        if known is not None:  # nothing that could change the answer changed
-            step.reports.append((obj, known[0], known[1]))
+        parked = self.queue.parked(unit, step.objects, step.signature)
+        if parked is not None:  # nothing that could change the answer changed
+            step.reports.append((obj, *parked[0][pod.uid]))
             return
         placed = step.allocator.place(pod, now=step.now)
         if isinstance(placed, Unplaceable):
-            self.unplaceable.remember(pod, version, step.memo, (placed.message, placed.cause))
+            self.queue.park(
+                unit, step.objects, step.signature, ({pod.uid: (placed.message, placed.cause)}, None)
+            )
             step.reports.append((obj, placed.message, placed.cause))
             return
+        self.queue.activate(unit)
         step.allocator.commit(placed)
         if pod.uid not in step.reserved_before:
             step.result.reserved.append(pod.key)
         if not placed.allocation.committed:
             step.to_commit.append(pod.uid)
 
-    def _place_gang(self, members: list[PodRequest], min_member: int, already: int, step: _Step) -> GangState:
+    def _place_gang(self, unit: Unit, step: _Step) -> GangState:
         """A gang as one decision: its vGPU members reserved first and committed in the next pass
         (when every one was already reserved as read); its members without vGPU bound once every
         vGPU member's entry is committed as read (never released but by the pod's end), so a crash
-        before that leaves nothing of theirs to undo. Returns the gang's state for its PodGroup."""
+        before that leaves nothing of theirs to undo. A gang that cannot start is parked as a pod
+        is. Returns the gang's state for its PodGroup."""
+        members, min_member, already = unit.members, unit.min_member, unit.running
+        parked = self.queue.parked(unit, step.objects, step.signature)
+        if parked is not None:
+            told, why = parked
+            step.reports.extend((step.objects[m.uid], *told[m.uid]) for m in members if m.uid in told)
+            return GangState(min_member=min_member, bound=already, pending=len(members), why=why)
         outcome = step.allocator.place_gang(members, min_member=min_member, running=already, now=step.now)
         why = outcome.failures[0].message if not outcome.ok and outcome.failures else None
         for uid in outcome.released:
@@ -281,7 +283,11 @@ class Placer:
         step.reports.extend((step.objects[f.pod.uid], f.message, f.cause) for f in outcome.failures)
         state = GangState(min_member=min_member, bound=already, pending=len(members), why=why)
         if not outcome.ok:
+            if not outcome.released:  # a release changes the ledgers: decide again next pass
+                told = {f.pod.uid: (f.message, f.cause) for f in outcome.failures}
+                self.queue.park(unit, step.objects, step.signature, (told, why))
             return state
+        self.queue.activate(unit)
         gpu = [p for p in outcome.placements if p.allocation.containers]
         fresh = [p for p in gpu if p.pod.uid not in step.reserved_before]
         step.result.reserved.extend(p.pod.key for p in fresh)
@@ -378,29 +384,6 @@ class Placer:
             dropped = set(keys)
             result.reserved[:] = [key for key in result.reserved if key not in dropped]
         await self.writes.hold(name, error, keys)
-
-
-def decision_units(
-    pending: Sequence[tuple[PodRequest, Obj]],
-    view: ClusterView,
-    running: Mapping[tuple[str, str], int],
-) -> list[tuple[list[PodRequest], int, int]]:
-    """Pending pods grouped into decisions: (members, minMember, members already running)."""
-    gangs: dict[tuple[str, str], list[PodRequest]] = {}
-    singles: list[tuple[list[PodRequest], int, int]] = []
-    for request, _ in pending:
-        key = (request.namespace, request.group)
-        if request.group and key in view.podgroups:
-            gangs.setdefault(key, []).append(request)
-        else:
-            singles.append(([request], 1, 0))
-    units = singles
-    for key, members in gangs.items():
-        spec = view.podgroups[key].get("spec")
-        raw = spec.get("minMember") if isinstance(spec, Mapping) else None
-        min_member = raw if isinstance(raw, int) and raw > 0 else 1
-        units.append((members, min_member, running.get(key, 0)))
-    return sorted(units, key=lambda u: min(m.order for m in u[0]))
 
 
 def committed_waiting(allocator: Allocator, pending: Mapping[str, Obj]) -> dict[str, list[Waiting]]:

@@ -4,7 +4,7 @@ Informers (client-go's reflector: list once, then watch; relist only on 410) kee
 ledgers, Queues and PodGroups in memory (``CachedInputs``); every change wakes the loop and a pass
 decides from the cache, with no LIST on its path. Decoded ledgers, pod facts and the nodes'
 parsed registrations are reused until their resourceVersion changes, and an unplaceable pod is
-diagnosed again only when something that could make it fit changed (``unplaceable.py``). The
+diagnosed again only when something that could make it fit changed (``scheduling_queue.py``). The
 ledger stays the single source of truth: every bind follows a compare-and-swap ledger write decided
 on the cached resourceVersion, and a lost race (409) re-decides from the next cache state. Only
 the Lease holder runs passes; a second replica that believes it leads is harmless (the CAS).
