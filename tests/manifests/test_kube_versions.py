@@ -7,9 +7,10 @@ included, is validated strictly (unknown fields rejected) against that minor's O
 a server does not know is either rejected by Helm's and kubectl's validation (``preStop.sleep`` before
 1.29: ``unknown field "sleep"``) or dropped without a word, so it must not be rendered there.
 
-kubernetes-validate ships schemas from 1.25 only. The older minors are listed here as skipped, each
-saying so; 1.20 is judged by the real kube-apiserver 1.20.2 instead, which Helm installs the README's
-values on with the Deployments enabled (tests/e2e/test_clients.py::test_helm_install_upgrade_uninstall).
+kubernetes-validate ships schemas from 1.25 only; 1.21 to 1.24 come from tests/data/kube-schemas (the
+same library's earlier release, for the kinds the chart renders). 1.20 is judged by the real
+kube-apiserver 1.20.2 instead, which Helm installs the README's values on with the Deployments enabled
+(tests/e2e/test_clients.py::test_helm_install_upgrade_uninstall); it is listed here as skipped.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import kubernetes_validate  # type: ignore[import-untyped]  # kubernetes-validat
 import pytest
 import yaml
 
-from tests.kube_schema import kube_validate
+from tests.kube_schema import kube_validate, vendored_minors
 from tests.manifests.chart import CHART, RENDERED, RENDERED_FOR, Rendered, render_objects
 
 E2E_TEST = "tests/e2e/test_clients.py::test_helm_install_upgrade_uninstall"
@@ -46,6 +47,7 @@ def _shipped() -> set[int]:
 
 FLOOR = _floor()
 SHIPPED = _shipped()
+VENDORED = vendored_minors() - SHIPPED
 # 1.34 at least (the newest minor when the check was written), and whatever newer the library ships.
 NEWEST = max(34, *SHIPPED)
 
@@ -54,7 +56,7 @@ def _minors() -> list[object]:
     out: list[object] = []
     for minor in range(FLOOR, NEWEST + 1):
         version = f"1.{minor}.0"
-        if minor in SHIPPED:
+        if minor in SHIPPED or minor in VENDORED:
             out.append(pytest.param(version, id=version))
             continue
         judged = (
@@ -73,6 +75,9 @@ def _minors() -> list[object]:
 def test_the_range_covers_the_floor_and_the_newest() -> None:
     assert FLOOR == 20, "Chart.yaml's kubeVersion floor moved: update the docstring and the e2e note"
     assert SHIPPED and max(SHIPPED) >= 34, f"kubernetes-validate ships {sorted(SHIPPED)}"
+    # Every minor above the floor has a schema: the library's, or tests/data/kube-schemas.
+    unjudged = [m for m in range(FLOOR + 1, NEWEST + 1) if m not in SHIPPED | VENDORED]
+    assert not unjudged, f"no schema for 1.{unjudged}: vendor it into tests/data/kube-schemas"
 
 
 @pytest.mark.parametrize("version", _minors())
@@ -98,7 +103,7 @@ RENDERED_FLOOR = int(RENDERED_FOR.split(".")[1])
 
 
 @pytest.mark.parametrize(
-    "version", [f"1.{m}.0" for m in range(RENDERED_FLOOR, NEWEST + 1) if m in SHIPPED], ids=str
+    "version", [f"1.{m}.0" for m in range(RENDERED_FLOOR, NEWEST + 1) if m in SHIPPED | VENDORED], ids=str
 )
 def test_the_rendered_manifest_validates_on_every_minor_it_claims(version: str) -> None:
     # manifests/rendered/vgpu-guard.yaml (plain kubectl apply) says which minors it is for.
