@@ -388,9 +388,23 @@ def test_mode_stamped(modes: list[str], default: str, expected: str, why: str) -
 
 
 def test_mode_never_stamped_when_no_node_offers_one() -> None:
-    result = review(pod({NUM: 1, MEM: 1000}), view_of([]))
+    # On a fleet that can grow (capacity rules warn), the pod is admitted with the note.
+    growing = config_with(admission={"fleetScaling": "scaling"})
+    result = review(pod({NUM: 1, MEM: 1000}), view_of([]), growing)
+    assert result.decision.allowed
     assert "volcano.sh/vgpu-mode" not in result.object["metadata"].get("annotations", {})
     assert "vgpu-guard: volcano.sh/vgpu-mode left unset: no node registers vGPU devices" in result.warnings
+
+
+def test_a_pod_that_validation_denies_gets_no_notes_about_its_mutation() -> None:
+    """kubectl printed 'Warning: vgpu-guard: ...' for each change to a pod that was then denied,
+    without naming it (issue 38 item 8): the denial alone says what to fix."""
+    result = review(pod({NUM: 1, MEM: 1000}), view_of([]))
+    assert not result.decision.allowed
+    assert not any(w.startswith("vgpu-guard: ") for w in result.warnings), result.warnings
+    assert "vgpu-guard: volcano.sh/vgpu-mode left unset: no node registers vGPU devices" in review(
+        pod({NUM: 1, MEM: 1000}), view_of([]), config_with(admission={"fleetScaling": "scaling"})
+    ).warnings  # the same note, where the pod is admitted
 
 
 def test_routing_sets_scheduler_name(view: ClusterView) -> None:

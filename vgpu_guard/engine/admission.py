@@ -80,6 +80,11 @@ def _mutate_pod(request: AdmissionRequest, view: ClusterView, config: GuardConfi
             warnings.extend(decision.warnings)
         persist = (decision.persist,) if decision.persist is not None else ()
     patch = diff(pod, work)
+    if not _validate_pod(replace(request, object=work), view, config).allowed:
+        # The validating webhook denies this pod: kubectl would print our notes about changes to
+        # an object that is never created, without naming it, above the denial. The denial says
+        # what to fix; nothing is recorded for a gang whose member is refused.
+        warnings, persist = [], ()
     return AdmissionDecision(
         allowed=True,
         warnings=tuple(clip_warnings(warnings)),
