@@ -44,7 +44,7 @@ from vgpu_guard.engine.equivalence import equivalence_class
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot, NodeLedger
 from vgpu_guard.engine.mig import geometries_for
 from vgpu_guard.engine.mig_placement import group_layout
-from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, unavailable_message
+from vgpu_guard.engine.placement_reason import CardFailure, NodeFailure, judged_after, unavailable_message
 from vgpu_guard.engine.pod_request import ContainerRequest, PodRequest
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.scheduling import Framework, PodCycle, Workloads, unsupported_message
@@ -980,12 +980,18 @@ class Allocator:
         placed: list[Placement] = []
         failures: list[Unplaceable] = []
         reserved = {pod.uid for pod in ordered if self.allocation_of(pod.uid) is not None}
+        # The members the first failure was judged after that the ledger does not hold yet.
+        tentative: list[str] = []
         for pod in ordered:
             result = self.place(pod, now=now)
             if isinstance(result, Placement):
                 self.commit(result)
                 placed.append(result)
             else:
+                if not failures:
+                    tentative = [
+                        p.pod.name for p in placed if p.pod.uid not in reserved and not p.allocation.committed
+                    ]
                 failures.append(result)
         ready = running + len(placed)
         if ready >= min_member:
@@ -1002,7 +1008,9 @@ class Allocator:
         head = f"gang {group}: only {ready} of {min_member} members can run (minMember {min_member})"
         blocker = failures[0] if failures else None
         # One message for every member, naming the first member that does not fit and why.
-        message = head + (f"; {blocker.pod.name}: {blocker.message}" if blocker is not None else "")
+        message = head
+        if blocker is not None:
+            message += f"; {judged_after(blocker.pod.name, tentative)}: {blocker.message}"
         return GangOutcome(
             failures=tuple(Unplaceable(pod=p, message=message, cause="gang") for p in ordered),
             released=tuple(released),
