@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
-CASES = {"simulate-default.txt": [], "simulate-default-v.txt": ["-v"], "simulate-default.json": ["-o", "json"]}
+CASES = {
+    "simulate-default.txt": [],
+    "simulate-default-v.txt": ["-v"],
+    "simulate-default.json": ["-o", "json"],
+}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

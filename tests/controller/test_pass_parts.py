@@ -36,7 +36,9 @@ class _Parts:
         self.clock = cluster.clock
         self.metrics = AllocationMetrics(CollectorRegistry())
         self.inputs = ListedInputs(self.client)
-        self.reports = Reporter(self.client, self.config, identity="t", clock=self.clock, metrics=self.metrics)
+        self.reports = Reporter(
+            self.client, self.config, identity="t", clock=self.clock, metrics=self.metrics
+        )
         self.world = World(self.config)
         self.parser = PodParser(self.config, lambda: self.world.view.podgroups)
         writer = LedgerWriter(self.client, memory_factor=1, writer="controller")

@@ -152,13 +152,17 @@ def test_one_allocator_judges_each_pods_own_node_terms() -> None:
     allocator = Allocator(
         view([gpu_node("t1", 1, taints=[taint], labels={"zone": "a"})]), {}, config=config()
     )
-    tolerant = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    tolerant = [{"key": "gpu", "operator": "Exists"}]
     assert isinstance(allocator.place(request(vgpu_pod("plain", memory=1024))), Unplaceable)
-    assert isinstance(allocator.place(request(vgpu_pod("tolerant", memory=1024, **tolerant))), Placement)
+    assert isinstance(
+        allocator.place(request(vgpu_pod("tolerant", memory=1024, tolerations=tolerant))), Placement
+    )
     assert isinstance(allocator.place(request(vgpu_pod("plain-again", memory=1024))), Unplaceable)
-    elsewhere = vgpu_pod("elsewhere", memory=1024, node_selector={"zone": "b"}, **tolerant)
+    elsewhere = vgpu_pod("elsewhere", memory=1024, node_selector={"zone": "b"}, tolerations=tolerant)
     assert isinstance(allocator.place(request(elsewhere)), Unplaceable)
-    assert isinstance(allocator.place(request(vgpu_pod("again", memory=1024, **tolerant))), Placement)
+    assert isinstance(
+        allocator.place(request(vgpu_pod("again", memory=1024, tolerations=tolerant))), Placement
+    )
 
 
 @pytest.mark.parametrize("search", ["indexed", "scan"])

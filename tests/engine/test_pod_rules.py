@@ -402,9 +402,12 @@ def test_a_pod_that_validation_denies_gets_no_notes_about_its_mutation() -> None
     result = review(pod({NUM: 1, MEM: 1000}), view_of([]))
     assert not result.decision.allowed
     assert not any(w.startswith("vgpu-guard: ") for w in result.warnings), result.warnings
-    assert "vgpu-guard: volcano.sh/vgpu-mode left unset: no node registers vGPU devices" in review(
-        pod({NUM: 1, MEM: 1000}), view_of([]), config_with(admission={"fleetScaling": "scaling"})
-    ).warnings  # the same note, where the pod is admitted
+    assert (
+        "vgpu-guard: volcano.sh/vgpu-mode left unset: no node registers vGPU devices"
+        in review(
+            pod({NUM: 1, MEM: 1000}), view_of([]), config_with(admission={"fleetScaling": "scaling"})
+        ).warnings
+    )  # the same note, where the pod is admitted
 
 
 def test_routing_sets_scheduler_name(view: ClusterView) -> None:
