@@ -186,7 +186,7 @@ class AllocationController:
         return self.placer.retry_due()
 
     async def flush_events(self) -> None:
-        await self.reports.flush_events()
+        await self.reports.events.flush_events()
 
     # --- the pass ------------------------------------------------------------------------------
 
@@ -262,6 +262,6 @@ class AllocationController:
             # After the decision: the report evicts nothing and blocks nothing (the write check
             # judges only GPUs that gain an entry), and at a start it checks every node (~2 s at
             # 5,000 nodes) that the first bind would otherwise wait for.
-            await self.reports.violations(
+            await self.reports.nodes.violations(
                 world.view, world.ledgers, inputs.nodes, changes.ledgers | changes.nodes
             )

@@ -91,7 +91,7 @@ class Bindings:
             by=self.identity,
         )
         message = f"Successfully assigned {entry.key} to {node} ({devices})"
-        self.reports.emit(self.reports.event(pod, reason="Scheduled", message=message))
+        self.reports.events.emit(self.reports.events.event(pod, reason="Scheduled", message=message))
         return True
 
     async def bind_plain(self, node: str, entry: Allocation, pod: Obj, result: PassResult) -> None:
@@ -113,7 +113,7 @@ class Bindings:
             f"Successfully assigned {entry.key} to {node} (a member of gang "
             f"{entry.namespace}/{entry.group}; it asks no vGPU)"
         )
-        self.reports.emit(self.reports.event(pod, reason="Scheduled", message=message))
+        self.reports.events.emit(self.reports.events.event(pod, reason="Scheduled", message=message))
 
     def _gang_member_bound(self, entry: Allocation) -> None:
         """The echo of our own binding wakes no pass, but this one may complete a gang: its

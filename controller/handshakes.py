@@ -44,7 +44,7 @@ class Handshakes:
                 else f"the device plugin has not confirmed the GPU assignment within {timeout}s "
                 "(bind-phase still allocating)"
             )
-            await self.reports.once(
+            await self.reports.events.once(
                 self.world.pods[record.uid],
                 "AllocationTimeout",
                 (
@@ -53,7 +53,7 @@ class Handshakes:
                 ),
             )
         for record in list(self.world.failed.values()):
-            await self.reports.once(
+            await self.reports.events.once(
                 self.world.pods[record.uid],
                 "DeviceAllocationFailed",
                 (

@@ -91,7 +91,7 @@ class NodeWrites:
                 return
             recovered = self.unwritable.written(name)
             if recovered is not None:
-                self.reports.ledger_written(name, recovered)
+                self.reports.nodes.ledger_written(name, recovered)
 
         await gather_bounded((one(name, *args) for name, args in sorted(writes.items())), self.concurrency)
         if conflicts and failed:
@@ -106,7 +106,7 @@ class NodeWrites:
         now = self.clock()
         state = self.unwritable.failed(name, error, now)
         self.world.held = self.unwritable.held(now)  # the allocator holds it from the next decision
-        await self.reports.ledger_unwritable(self._node_objs.get(name), name, state, pods, now=now)
+        await self.reports.nodes.ledger_unwritable(self._node_objs.get(name), name, state, pods, now=now)
 
     def blocked(self, name: str) -> bool:
         """The node's retry is not due: leave its writes for a later pass."""

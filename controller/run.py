@@ -84,7 +84,7 @@ async def run_controller(
         # A pod's handshake ending frees its node for the next binding at once, not at the next pass.
         wake=inputs.changed.set,
     )
-    controller.reports.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
+    controller.reports.nodes.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
     inputs.pods.add_handler(
         lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
     )
@@ -150,7 +150,7 @@ class _Rounds:
                 if not await self._leading():
                     await self._stand_by()
                     continue
-                self.controller.reports.refresh_snapshot()
+                self.controller.reports.nodes.refresh_snapshot()
                 if not self.inputs.synced:
                     await self._wait_synced()
                     continue
@@ -192,7 +192,7 @@ class _Rounds:
             self.start_pause.end()  # its start is over: no pass comes before it leads
         # The leader exports the GPUs and what is pending, not us: a former leader's last numbers
         # would win a dashboard's max() over replicas.
-        self.controller.reports.clear_snapshot()
+        self.controller.reports.nodes.clear_snapshot()
         self.metrics.clear_leader_gauges()
         self.wake.clear()
         self.last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
@@ -256,4 +256,4 @@ class _Rounds:
         await controller.flush_events()
         await self.elector.release()
         self.metrics.leader.set(0)
-        controller.reports.clear_snapshot()
+        controller.reports.nodes.clear_snapshot()

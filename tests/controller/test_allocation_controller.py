@@ -504,7 +504,7 @@ async def test_a_pass_sends_its_bindings_before_it_checks_the_nodes_for_overcomm
     cluster.create_pod(vgpu_pod("new", memory=1000))
     sent: list[str] = []
     sent_when_checked: list[list[str]] = []
-    bind, check = controller.client.bind, controller.reports.violations
+    bind, check = controller.client.bind, controller.reports.nodes.violations
 
     async def sending(namespace: str, name: str, **kwargs: Any) -> Any:
         sent.append(name)  # the request has left the pass: the client holds it
@@ -515,7 +515,7 @@ async def test_a_pass_sends_its_bindings_before_it_checks_the_nodes_for_overcomm
         await check(*args, **kwargs)
 
     controller.client.bind = sending  # type: ignore[method-assign]
-    controller.reports.violations = checking  # type: ignore[method-assign]
+    controller.reports.nodes.violations = checking  # type: ignore[method-assign]
     await controller.run_once()
     await controller.settle()
     assert sent_when_checked[0] == ["new"] and "new" in cluster.bound()

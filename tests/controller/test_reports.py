@@ -8,8 +8,9 @@ from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.controller.events import MAX_PENDING_EVENTS
 from vgpu_guard.controller.metrics import AllocationMetrics
-from vgpu_guard.controller.reports import MAX_PENDING_EVENTS, PassReports, Reporter
+from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.kube.resources import PODS
 
 
@@ -32,10 +33,10 @@ async def test_events_beyond_the_backlog_are_dropped_and_counted() -> None:
         sent += 1
 
     for _ in range(MAX_PENDING_EVENTS + 25):
-        reporter.emit(slow_event())
+        reporter.events.emit(slow_event())
     assert registry.get_sample_value("vgpu_guard_events_dropped_total") == 25
     gate.set()
-    await reporter.flush_events()
+    await reporter.events.flush_events()
     assert sent == MAX_PENDING_EVENTS
 
 
@@ -58,7 +59,7 @@ async def test_an_unschedulable_pod_is_reported_once_while_the_cache_lags() -> N
     message = "0/1 nodes are available: 1 GPU has 0 MiB free < 12288 MiB requested"
     for _ in range(3):  # the same cached version, pass after pass
         await reporter.unschedulable(stale, message, PassReports())
-    await reporter.flush_events()
+    await reporter.events.flush_events()
     assert len(cluster.events("FailedScheduling")) == 1
     # A newer version without the condition (someone cleared it) is reported again.
     current = cluster.store.get(PODS, "p", namespace="default")
@@ -69,7 +70,7 @@ async def test_an_unschedulable_pod_is_reported_once_while_the_cache_lags() -> N
     await reporter.unschedulable(cleared, message, PassReports())
     # A new message from the stale version is news too.
     await reporter.unschedulable(stale, message + " (changed)", PassReports())
-    await reporter.flush_events()
+    await reporter.events.flush_events()
     assert len(cluster.events("FailedScheduling")) == 3
 
 
@@ -81,5 +82,5 @@ async def test_a_pod_that_went_is_forgotten() -> None:
     await reporter.unschedulable(pod, "no room", PassReports())
     reporter.forget_pods({pod["metadata"]["uid"]})
     await reporter.unschedulable(pod, "no room", PassReports())  # nothing remembered: sent again
-    await reporter.flush_events()
+    await reporter.events.flush_events()
     assert len(cluster.events("FailedScheduling")) == 2
