@@ -106,18 +106,10 @@ class AllocationController:
         self.reports = reports = Reporter(client, config, identity=identity, clock=clock, metrics=metrics)
         self.world = world = World(config)
         self.parser = PodParser(config, lambda: world.view.podgroups)
-        # Every ledger write goes through the writer the webhook's arbiter uses too; our own writes
-        # reach the informer cache at once.
-        self.writer = LedgerWriter(
-            client,
-            memory_factor=config.nvidia.gpu_memory_factor,
-            writer="controller",
-            metrics=metrics.ledger_writes,
-            on_written=source.wrote_ledger,
-        )
+        self.writer = self._writer(source)
         # Nodes whose ledger write failed (not a 409): held out of placement until their retry.
         self.unwritable = UnwritableNodes(base=node_retry_seconds, cap=node_retry_cap_seconds)
-        writes = NodeWrites(
+        self.writes = NodeWrites(
             self.writer,
             world,
             reports,
@@ -126,46 +118,68 @@ class AllocationController:
             clock=clock,
             concurrency=write_concurrency,
         )
-        self.writes = writes
-        self.reconciler = LedgerReconciler(
-            client,
-            config,
-            world,
-            writes=writes,
-            reports=reports,
-            metrics=metrics,
-            identity=identity,
-            clock=clock,
-            concurrency=write_concurrency,
-        )
+        self.reconciler = self._reconciler(write_concurrency)
         self.gang_status = GangStatusWriter(client, clock=clock)
-        self.bindings = Bindings(
-            client,
+        self.bindings = self._bindings(source, write_concurrency, wake)
+        self.placer = self._placer(source, write_concurrency, background_events)
+        self._last_error: str | None = None
+
+    def _writer(self, source: InputSource) -> LedgerWriter:
+        """Every ledger write goes through the writer the webhook's arbiter uses too; our own
+        writes reach the informer cache at once (``source.wrote_ledger``)."""
+        return LedgerWriter(
+            self.client,
+            memory_factor=self.config.nvidia.gpu_memory_factor,
+            writer="controller",
+            metrics=self.metrics.ledger_writes,
+            on_written=source.wrote_ledger,
+        )
+
+    def _reconciler(self, concurrency: int) -> LedgerReconciler:
+        """The ledger half of a pass: release, verify, adopt, over the same World and writes."""
+        return LedgerReconciler(
+            self.client,
+            self.config,
+            self.world,
+            writes=self.writes,
+            reports=self.reports,
+            metrics=self.metrics,
+            identity=self.identity,
+            clock=self.clock,
+            concurrency=concurrency,
+        )
+
+    def _bindings(self, source: InputSource, concurrency: int, wake: Callable[[], None] | None) -> Bindings:
+        """Binds what the placer decided; ``wake`` starts a pass when a handshake frees a node."""
+        return Bindings(
+            self.client,
             source,
-            reports=reports,
-            metrics=metrics,
+            reports=self.reports,
+            metrics=self.metrics,
             gang_status=self.gang_status,
-            memory_factor=config.nvidia.gpu_memory_factor,
-            identity=identity,
-            clock=clock,
-            concurrency=write_concurrency,
+            memory_factor=self.config.nvidia.gpu_memory_factor,
+            identity=self.identity,
+            clock=self.clock,
+            concurrency=concurrency,
             wake=wake,
         )
-        self.placer = Placer(
-            config,
-            world,
+
+    def _placer(self, source: InputSource, concurrency: int, background_events: bool) -> Placer:
+        """The placement half of a pass: pending pods to ledger writes and bindings."""
+        return Placer(
+            self.config,
+            self.world,
             inputs=source,
             parser=self.parser,
-            writes=writes,
+            writes=self.writes,
             bindings=self.bindings,
             gang_status=self.gang_status,
-            reports=reports,
-            metrics=metrics,
-            clock=clock,
-            concurrency=write_concurrency,
+            reports=self.reports,
+            metrics=self.metrics,
+            clock=self.clock,
+            concurrency=concurrency,
             background_events=background_events,
         )
-        self._last_error: str | None = None
 
     @property
     def background_events(self) -> bool:

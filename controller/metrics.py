@@ -146,6 +146,12 @@ class AllocationMetrics:
     """The counters and gauges named in issue 4, created once per registry."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
+        self._ledger_series(registry)
+        self._write_series(registry)
+        self._pod_series(registry)
+
+    def _ledger_series(self, registry: CollectorRegistry) -> None:
+        """What the ledger took in: allocations, releases, adoptions, mismatched assignments."""
         self.allocations = Counter(
             "vgpu_guard_allocations_total",
             "Pods bound with a GPU assignment by the controller, by node (a deleted node's series "
@@ -174,6 +180,9 @@ class AllocationMetrics:
             ["kind"],
             registry=registry,
         )
+
+    def _write_series(self, registry: CollectorRegistry) -> None:
+        """How the ledger writes went (the node's failures, the races lost) and the Events dropped."""
         self.ledger_writes = LedgerWriteMetrics.for_registry(registry)
         # Fixed label values for reason (controller/unwritable.py FAILURE_REASONS); the node's
         # series go with the node.
@@ -197,6 +206,9 @@ class AllocationMetrics:
             "(VGPU_GUARD_EVENTS_QPS); the audit log and the pods' conditions still carry them.",
             registry=registry,
         )
+
+    def _pod_series(self, registry: CollectorRegistry) -> None:
+        """What waits (pending pods by reason, Unschedulable reports), the GPUs, and leadership."""
         self.unschedulable = Counter(
             "vgpu_guard_unschedulable_total",
             "Times a pod was reported Unschedulable with a new message.",

@@ -69,6 +69,48 @@ async def run_controller(
     """
     metrics = AllocationMetrics(registry)
     inputs = CachedInputs(client, cluster=cluster)  # informers keep their own (real) backoff
+    controller = _informed_controller(
+        client,
+        config,
+        inputs,
+        metrics,
+        identity=identity,
+        clock=clock,
+        retry_seconds=retry_seconds,
+        write_concurrency=write_concurrency,
+    )
+    if elector is None:
+        elector = LeaderElector(
+            client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
+        )
+    loop = _Rounds(
+        controller,
+        inputs,
+        elector,
+        metrics,
+        resync_seconds=resync_seconds,
+        retry_seconds=retry_seconds,
+        max_passes=max_passes,
+        sleep=sleep,
+        monotonic=monotonic,
+    )
+    await loop.run()
+
+
+def _informed_controller(
+    client: ClusterClient,
+    config: GuardConfig,
+    inputs: CachedInputs,
+    metrics: AllocationMetrics,
+    *,
+    identity: str,
+    clock: Clock,
+    retry_seconds: float,
+    write_concurrency: int,
+) -> AllocationController:
+    """The controller as the run loop drives it: fed by informers, Events and bindings in the
+    background, node retries and the GPU snapshot paced by ``retry_seconds``, and the Binder told of
+    every pod event (a handshake's end frees its node at once)."""
     controller = AllocationController(
         client,
         config,
@@ -88,22 +130,7 @@ async def run_controller(
     inputs.pods.add_handler(
         lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
     )
-    if elector is None:
-        elector = LeaderElector(
-            client, name=lease_name, namespace=lease_namespace, identity=identity, clock=clock
-        )
-    loop = _Rounds(
-        controller,
-        inputs,
-        elector,
-        metrics,
-        resync_seconds=resync_seconds,
-        retry_seconds=retry_seconds,
-        max_passes=max_passes,
-        sleep=sleep,
-        monotonic=monotonic,
-    )
-    await loop.run()
+    return controller
 
 
 class _Rounds:
