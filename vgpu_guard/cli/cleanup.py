@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
-import sys
+from collections.abc import Awaitable, Callable
 
-from vgpu_guard.cli.serve import cluster_client
-from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
+from vgpu_guard.cli.hook_job import add_kubeconfig_argument, each_item
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import NotFound
+from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource
 
 __all__ = ["add_parser", "run"]
 
@@ -62,42 +62,24 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_object_name,
         help="name of both webhook configurations (the chart's full name, e.g. vgpu-guard)",
     )
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig to use (default: the pod's service account in a cluster, else $KUBECONFIG "
-        "or ~/.kube/config)",
-    )
+    add_kubeconfig_argument(parser)
     parser.set_defaults(func=run)
 
 
-async def _cleanup(name: str, kubeconfig: str | None) -> int:
-    try:
-        client = await cluster_client(kubeconfig)
-    except KubeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    failed = False
-    try:
-        # Both are tried even when one fails: each one gone is one webhook fewer that can block.
-        for resource in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
-            what = f"{resource.kind.lower()}/{name}"
-            try:
-                await client.delete(resource, name)
-            except NotFound:
-                print(f"{what} not found (already gone)")
-            except KubeError as e:
-                print(f"error: {e}", file=sys.stderr)
-                failed = True
-            else:
-                print(f"{what} deleted")
-    finally:
-        # Every answer is in; a pool that fails to close changes nothing.
-        with contextlib.suppress(KubeError):
-            await client.close()
-    return 1 if failed else 0
+def _delete(name: str) -> Callable[[ClusterClient, Resource], Awaitable[str]]:
+    async def delete(client: ClusterClient, resource: Resource) -> str:
+        what = f"{resource.kind.lower()}/{name}"
+        try:
+            await client.delete(resource, name)
+        except NotFound:
+            return f"{what} not found (already gone)"
+        return f"{what} deleted"
+
+    return delete
 
 
 def run(args: argparse.Namespace) -> int:
     """Delete both configurations; the exit code as the module docstring says."""
-    return asyncio.run(_cleanup(args.webhook_configuration, args.kubeconfig))
+    # Both are tried even when one fails: each one gone is one webhook fewer that can block.
+    resources = (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS)
+    return asyncio.run(each_item(args.kubeconfig, resources, _delete(args.webhook_configuration)))

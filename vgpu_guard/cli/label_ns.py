@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import re
-import sys
 
-from vgpu_guard.cli.serve import cluster_client
-from vgpu_guard.kube.errors import KubeError, NotFound
+from vgpu_guard.cli.hook_job import add_kubeconfig_argument, each_item
+from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.errors import NotFound
 from vgpu_guard.kube.resources import NAMESPACES
 
 __all__ = ["NAME_LABEL", "add_parser", "run"]
@@ -67,42 +66,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("namespaces", nargs="+", metavar="NAMESPACE", type=_namespace)
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="kubeconfig to use (default: the pod's service account in a cluster, else $KUBECONFIG "
-        "or ~/.kube/config)",
-    )
+    add_kubeconfig_argument(parser)
     parser.set_defaults(func=run)
 
 
-async def _label(namespaces: list[str], kubeconfig: str | None) -> int:
+async def _label_one(client: ClusterClient, name: str) -> str:
+    # A merge patch needs no GET (one right less) and is the same write every time.
     try:
-        client = await cluster_client(kubeconfig)
-    except KubeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    failed = False
-    try:
-        # Each is tried even when one fails: every namespace labelled is one the webhooks skip.
-        for name in dict.fromkeys(namespaces):
-            # A merge patch needs no GET (one right less) and is the same write every time.
-            patch = {"metadata": {"labels": {NAME_LABEL: name}}}
-            try:
-                await client.patch(NAMESPACES, name, patch)
-            except NotFound:
-                print(f"namespace/{name} not found: skipped (`helm upgrade` labels it once it exists)")
-            except KubeError as e:
-                print(f"error: {e}", file=sys.stderr)
-                failed = True
-            else:
-                print(f"namespace/{name} labelled {NAME_LABEL}={name}")
-    finally:
-        with contextlib.suppress(KubeError):
-            await client.close()
-    return 1 if failed else 0
+        await client.patch(NAMESPACES, name, {"metadata": {"labels": {NAME_LABEL: name}}})
+    except NotFound:
+        return f"namespace/{name} not found: skipped (`helm upgrade` labels it once it exists)"
+    return f"namespace/{name} labelled {NAME_LABEL}={name}"
 
 
 def run(args: argparse.Namespace) -> int:
     """Label every named namespace; the exit code as the module docstring says."""
-    return asyncio.run(_label(args.namespaces, args.kubeconfig))
+    return asyncio.run(each_item(args.kubeconfig, dict.fromkeys(args.namespaces), _label_one))
