@@ -35,21 +35,17 @@ RESERVED = [0, MAX_UNIX_SECONDS, MAX_UNIX_SECONDS + 1, INT64]
 COPIES = 64  # the entries one card holds at most (split counts up to 1024 are bounded elsewhere)
 
 
-def _probe_crd() -> dict[str, Any]:
-    """The GPULedger CRD with its schema untouched, renamed into the contract group."""
-    real = yaml.safe_load((ROOT / "manifests/crds/gpuledgers.vgpu-guard.io.yaml").read_text())
+def _renamed_crd(path: str, plural: str, kind: str) -> dict[str, Any]:
+    """One of our CRDs with its schema untouched, renamed into the contract group (the real one
+    belongs to the e2e suite on the same server)."""
+    real = yaml.safe_load((ROOT / path).read_text())
     spec = real["spec"]
     spec["group"] = GROUP
-    spec["names"] = {
-        "plural": "ledgerprobes",
-        "singular": "ledgerprobe",
-        "kind": "LedgerProbe",
-        "listKind": "LedgerProbeList",
-    }
+    spec["names"] = {"plural": plural, "singular": plural[:-1], "kind": kind, "listKind": f"{kind}List"}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"ledgerprobes.{GROUP}"},
+        "metadata": {"name": f"{plural}.{GROUP}"},
         "spec": spec,
     }
 
@@ -83,7 +79,9 @@ async def test_every_ledger_our_encoder_writes_from_edge_values_is_accepted(cont
     assert len(ledgers) >= 10  # the bounds let the edge values that a GPU can have through
 
     async def probe(side: Side) -> Any:
-        async with installed(side, _probe_crd()):
+        async with installed(
+            side, _renamed_crd("manifests/crds/gpuledgers.vgpu-guard.io.yaml", "ledgerprobes", "LedgerProbe")
+        ):
             base = f"/apis/{GROUP}/v1alpha1/ledgerprobes"
             refused = {}
             for name, body in ledgers:
@@ -99,25 +97,6 @@ async def test_every_ledger_our_encoder_writes_from_edge_values_is_accepted(cont
     assert observed["real"] == {}, observed["real"]
 
 
-def _placement_crd() -> dict[str, Any]:
-    """The GangPlacement CRD with its schema untouched, renamed into the contract group."""
-    real = yaml.safe_load((ROOT / "manifests/crds/gangplacements.vgpu-guard.io.yaml").read_text())
-    spec = real["spec"]
-    spec["group"] = GROUP
-    spec["names"] = {
-        "plural": "placementprobes",
-        "singular": "placementprobe",
-        "kind": "PlacementProbe",
-        "listKind": "PlacementProbeList",
-    }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"placementprobes.{GROUP}"},
-        "spec": spec,
-    }
-
-
 async def test_the_gang_placements_the_webhook_records_are_accepted(contract: Contract) -> None:
     """A gang of whole cards and a CPU-only gang (no vGPU mode: it once wrote mode "", which 1.20
     refuses) as the mutating webhook records them on their first member's admission."""
@@ -131,7 +110,12 @@ async def test_the_gang_placements_the_webhook_records_are_accepted(contract: Co
 
     async def probe(side: Side) -> Any:
         ns = await side.namespace()
-        async with installed(side, _placement_crd()):
+        async with installed(
+            side,
+            _renamed_crd(
+                "manifests/crds/gangplacements.vgpu-guard.io.yaml", "placementprobes", "PlacementProbe"
+            ),
+        ):
             base = f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/placementprobes"
             replies = [await side.admin.post(base, body, dryRun="All") for body in bodies]
             return [[r.status, r.body.get("message") if isinstance(r.body, dict) else ""] for r in replies]
