@@ -126,85 +126,116 @@ def _audit(route: Route, request: ReviewRequest, decision: AdmissionDecision, se
     )
 
 
+async def _read_body(http: web.Request) -> bytes | web.Response:
+    """The request's body, or the 4xx that says why it is not an AdmissionReview we will read: the
+    wrong Content-Type (415), too large (413, webhook.maxRequestBytes), too slow (408,
+    webhook.bodyTimeoutSeconds); each closes the connection, as the rest may still be on its way."""
+    app = http.app
+    settings = app[CONFIG].webhook
+    if http.content_type != "application/json":
+        sent = http.headers.get("Content-Type")
+        return _bad_request(
+            app,
+            415,
+            f"Content-Type header is {sent!r}; send the AdmissionReview as application/json"
+            if sent is not None
+            else "Content-Type header is missing; send the AdmissionReview as application/json",
+            close=True,
+        )
+    try:
+        async with asyncio.timeout(settings.body_timeout_seconds):
+            return await http.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _bad_request(
+            app,
+            413,
+            f"body larger than {settings.max_request_bytes} bytes (webhook.maxRequestBytes)",
+            close=True,
+        )
+    except TimeoutError:
+        return _bad_request(
+            app,
+            408,
+            f"body not received within {settings.body_timeout_seconds:g} s (webhook.bodyTimeoutSeconds)",
+            close=True,
+        )
+
+
+async def _decide(
+    route: Route, app: web.Application, review: ReviewRequest, owned: bool
+) -> AdmissionDecision:
+    """The route's decision on a decoded review: the container cap first, then the arbiter (the
+    allocation route) or the rules; a resource this path does not own is admitted untouched."""
+    config = app[CONFIG]
+    # The cap protects rules that walk containers; the allocation route reads annotations only,
+    # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
+    walks = owned and route.caps_containers
+    too_large = too_many_containers(review.object, config.webhook.max_containers) if walks else None
+    if too_large is not None:
+        return too_large
+    if not owned:
+        # A webhook configuration routed something here that this path does not decide:
+        # admit untouched (never block a resource we do not own) and say so in the log.
+        log.warning(
+            "resource not handled by this path",
+            extra={
+                "fields": {
+                    "path": route.path,
+                    "group": review.resource.group,
+                    "resource": review.resource.resource,
+                }
+            },
+        )
+        return AdmissionDecision(allowed=True)
+    if route.arbitrates:
+        return await app[ARBITER].admit(to_engine(review), config)
+    request = to_engine(review)
+    client = app.get(CLIENT)
+    view = await with_stored_queues(request, app[VIEWS].snapshot(config), client)
+    return await decide_and_record(request, view, config, phase=route.phase, client=client)
+
+
+def _measure(
+    route: Route,
+    metrics: AdmissionMetrics,
+    review: ReviewRequest,
+    decision: AdmissionDecision,
+    *,
+    owned: bool,
+    elapsed: float,
+) -> None:
+    """Count and time the request, and write its audit line."""
+    # Labels only from the route table: the operation is one of four (decode_review checks it).
+    resource = review.resource.resource if owned else OTHER_RESOURCE
+    metrics.requests.labels(
+        route.path,
+        resource,
+        review.operation,
+        str(decision.allowed).lower(),
+        str(review.dry_run).lower(),
+    ).inc()
+    metrics.duration.labels(route.path, resource, review.operation).observe(elapsed)
+    _audit(route, review, decision, elapsed)
+
+
 def _handler(route: Route) -> Any:
+    """The aiohttp handler of ``route``: read, decode, decide, encode, measure."""
+
     async def handle(http: web.Request) -> web.StreamResponse:
-        app = http.app
-        config = app[CONFIG]
-        settings = config.webhook
         started = time.perf_counter()
-        if http.content_type != "application/json":
-            sent = http.headers.get("Content-Type")
-            return _bad_request(
-                app,
-                415,
-                f"Content-Type header is {sent!r}; send the AdmissionReview as application/json"
-                if sent is not None
-                else "Content-Type header is missing; send the AdmissionReview as application/json",
-                close=True,
-            )
-        try:
-            async with asyncio.timeout(settings.body_timeout_seconds):
-                body = await http.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _bad_request(
-                app,
-                413,
-                f"body larger than {settings.max_request_bytes} bytes (webhook.maxRequestBytes)",
-                close=True,
-            )
-        except TimeoutError:
-            return _bad_request(
-                app,
-                408,
-                f"body not received within {settings.body_timeout_seconds:g} s (webhook.bodyTimeoutSeconds)",
-                close=True,
-            )
+        body = await _read_body(http)
+        if isinstance(body, web.Response):
+            return body
         try:
             review = decode_review(body)
         except ReviewError as e:
-            return _bad_request(app, 400, str(e))
+            return _bad_request(http.app, 400, str(e))
         owned = (review.resource.group, review.resource.resource) in route.resources
-        # The cap protects rules that walk containers; the allocation route reads annotations only,
-        # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
-        walks = owned and route.caps_containers
-        too_large = too_many_containers(review.object, settings.max_containers) if walks else None
-        if too_large is not None:
-            decision = too_large
-        elif not owned:
-            # A webhook configuration routed something here that this path does not decide:
-            # admit untouched (never block a resource we do not own) and say so in the log.
-            log.warning(
-                "resource not handled by this path",
-                extra={
-                    "fields": {
-                        "path": route.path,
-                        "group": review.resource.group,
-                        "resource": review.resource.resource,
-                    }
-                },
-            )
-            decision = AdmissionDecision(allowed=True)
-        elif route.arbitrates:
-            decision = await app[ARBITER].admit(to_engine(review), config)
-        else:
-            request = to_engine(review)
-            client = app.get(CLIENT)
-            view = await with_stored_queues(request, app[VIEWS].snapshot(config), client)
-            decision = await decide_and_record(request, view, config, phase=route.phase, client=client)
+        decision = await _decide(route, http.app, review, owned)
         response = encode_response(review.uid, decision)
-        elapsed = time.perf_counter() - started
-        metrics = app[METRICS]
-        # Labels only from the route table: the operation is one of four (decode_review checks it).
-        resource = review.resource.resource if owned else OTHER_RESOURCE
-        metrics.requests.labels(
-            route.path,
-            resource,
-            review.operation,
-            str(decision.allowed).lower(),
-            str(review.dry_run).lower(),
-        ).inc()
-        metrics.duration.labels(route.path, resource, review.operation).observe(elapsed)
-        _audit(route, review, decision, elapsed)
+        _measure(
+            route, http.app[METRICS], review, decision, owned=owned, elapsed=time.perf_counter() - started
+        )
         return web.json_response(response)
 
     return handle

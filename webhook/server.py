@@ -209,6 +209,49 @@ def _bound_port(site: web.BaseSite) -> int:
     return port
 
 
+def _readiness(
+    config: GuardConfig,
+    views: ViewSource,
+    ready: Callable[[], tuple[bool, str]] | None,
+    loop: asyncio.AbstractEventLoop,
+) -> Callable[[], tuple[bool, str]]:
+    """/readyz's check, called on the operations thread: the process's own checks (``ready``) and
+    a synced view. They read state of the admission loop, so they run there; a loop too busy to
+    answer within the deadline is not ready."""
+
+    async def check_ready() -> tuple[bool, str]:
+        if ready is not None:
+            ok, reason = ready()
+            if not ok:
+                return False, reason
+        if not views.snapshot(config).synced:
+            return False, "not ready: cluster caches not synced yet"
+        return True, "ready"
+
+    def is_ready() -> tuple[bool, str]:
+        future = asyncio.run_coroutine_threadsafe(check_ready(), loop)
+        try:
+            return future.result(timeout=_READY_DEADLINE)
+        except TimeoutError:
+            future.cancel()
+            return False, f"not ready: the admission loop did not answer within {_READY_DEADLINE:g} s"
+
+    return is_ready
+
+
+def _runner(app: web.Application, settings: WebhookSettings) -> web.AppRunner:
+    """The admission app's runner with the webhook.* timeouts (shutdown, keep-alive, lingering)."""
+    return web.AppRunner(
+        app,
+        shutdown_timeout=settings.shutdown_timeout_seconds,
+        access_log=None,
+        keepalive_timeout=settings.keep_alive_timeout_seconds,
+        # Unread body after an early answer (408, 413, 415) is drained at most this long, then the
+        # connection is closed.
+        lingering_time=settings.body_timeout_seconds,
+    )
+
+
 @asynccontextmanager
 async def running_webhook(
     *,
@@ -243,36 +286,8 @@ async def running_webhook(
         pods=pods,
     )
     guard.metrics = app[METRICS]
-    loop = asyncio.get_running_loop()
-
-    async def check_ready() -> tuple[bool, str]:
-        if ready is not None:
-            ok, reason = ready()
-            if not ok:
-                return False, reason
-        if not views.snapshot(config).synced:
-            return False, "not ready: cluster caches not synced yet"
-        return True, "ready"
-
-    def is_ready() -> tuple[bool, str]:
-        # Called on the operations thread: the checks read state of the admission loop, so they run
-        # there; a loop too busy to answer within the deadline is not ready.
-        future = asyncio.run_coroutine_threadsafe(check_ready(), loop)
-        try:
-            return future.result(timeout=_READY_DEADLINE)
-        except TimeoutError:
-            future.cancel()
-            return False, f"not ready: the admission loop did not answer within {_READY_DEADLINE:g} s"
-
-    runner = web.AppRunner(
-        app,
-        shutdown_timeout=settings.shutdown_timeout_seconds,
-        access_log=None,
-        keepalive_timeout=settings.keep_alive_timeout_seconds,
-        # Unread body after an early answer (408, 413, 415) is drained at most this long, then the
-        # connection is closed.
-        lingering_time=settings.body_timeout_seconds,
-    )
+    is_ready = _readiness(config, views, ready, asyncio.get_running_loop())
+    runner = _runner(app, settings)
     await runner.setup()
     ops = OpsServer(registry=registry, ready=is_ready)
     watching = asyncio.create_task(pods.run(), name="informer-pending-pods") if pods is not None else None
