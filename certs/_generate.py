@@ -127,19 +127,24 @@ def generate_ca(*, now: datetime, validity: timedelta, backdate: timedelta = tim
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def issue_serving_certificate(
-    ca: KeyPair,
-    spec: ServingSpec,
-    *,
-    now: datetime,
-    validity: timedelta,
-    backdate: timedelta = timedelta(hours=1),
-) -> KeyPair:
-    """A TLS server certificate for ``spec``, signed by ``ca``.
+# A serving certificate's key usage: ECDSA keys sign the handshake; keyEncipherment only makes sense
+# for RSA key transport.
+_SERVING_KEY_USAGE = x509.KeyUsage(
+    digital_signature=True,
+    content_commitment=False,
+    key_encipherment=False,
+    data_encipherment=False,
+    key_agreement=False,
+    key_cert_sign=False,
+    crl_sign=False,
+    encipher_only=False,
+    decipher_only=False,
+)
 
-    notAfter is clamped to the CA's notAfter: a leaf outliving its issuer would fail verification
-    anyway, and the clamp lets the renewal window see the real deadline.
-    """
+
+def _usable_ca(ca: KeyPair, now: datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """``ca``'s certificate and key, if it can sign now: an ECDSA key, valid at ``now``. Each refusal
+    says what to do, since a CA that cannot sign stops every renewal."""
     _require_aware(now)
     ca_cert = ca.certificate
     ca_key = ca.private_key
@@ -156,6 +161,23 @@ def issue_serving_certificate(
             f"the CA is valid only from {ca_cert.not_valid_before_utc.isoformat()}, after now "
             f"({now.isoformat()}); did this node's clock jump backwards? Check NTP, then retry"
         )
+    return ca_cert, ca_key
+
+
+def issue_serving_certificate(
+    ca: KeyPair,
+    spec: ServingSpec,
+    *,
+    now: datetime,
+    validity: timedelta,
+    backdate: timedelta = timedelta(hours=1),
+) -> KeyPair:
+    """A TLS server certificate for ``spec``, signed by ``ca``.
+
+    notAfter is clamped to the CA's notAfter: a leaf outliving its issuer would fail verification
+    anyway, and the clamp lets the renewal window see the real deadline.
+    """
+    ca_cert, ca_key = _usable_ca(ca, now)
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in spec.dns_names()]
     sans += [x509.IPAddress(ip) for ip in spec.ips()]
@@ -176,21 +198,7 @@ def issue_serving_certificate(
         .not_valid_before(max(now - backdate, ca_cert.not_valid_before_utc))
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        # ECDSA keys sign the handshake; keyEncipherment only makes sense for RSA key transport.
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_SERVING_KEY_USAGE, critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)

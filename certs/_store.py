@@ -31,7 +31,7 @@ from vgpu_guard.certs._bundle import CertificateBundle, KeyPair, split_pem
 from vgpu_guard.certs._errors import InvalidBundle, StoreConflict
 from vgpu_guard.certs._generate import ServingSpec
 from vgpu_guard.certs._policy import DEFAULT_POLICY, RenewalPolicy
-from vgpu_guard.certs._renewal import plan_rotation
+from vgpu_guard.certs._renewal import Rotation, plan_rotation
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
 from vgpu_guard.kube.resources import SECRETS
@@ -144,56 +144,67 @@ class SecretCertificateStore:
             if rotation is None:
                 assert current is not None  # plan_rotation bootstraps when there is no bundle
                 return current, acked
-            data = bundle_to_secret_data(rotation.bundle)
-            try:
-                if secret is None:
-                    await self._client.create(
-                        SECRETS,
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Secret",
-                            "metadata": {
-                                "name": self.name,
-                                "namespace": self.namespace,
-                                "labels": dict(_MANAGED_BY),
-                            },
-                            "type": "Opaque",
-                            "data": data,
-                        },
-                        namespace=self.namespace,
-                    )
-                else:
-                    updated = copy.deepcopy(secret)
-                    updated["data"] = data  # resourceVersion stays: it is the precondition
-                    await self._client.replace(SECRETS, updated)
-            except Conflict as e:  # includes AlreadyExists: another replica wrote first
-                logger.info(
-                    "lost the certificate Secret race, re-reading",
-                    extra={
-                        "fields": {
-                            "event": "secret_conflict",
-                            "secret": f"{self.namespace}/{self.name}",
-                            "already_exists": isinstance(e, AlreadyExists),
-                        }
-                    },
-                )
+            if not await self._write(secret, bundle_to_secret_data(rotation.bundle)):
                 continue
-            logger.info(
-                "certificate Secret written",
-                extra={
-                    "fields": {
-                        "event": "secret_written",
-                        "secret": f"{self.namespace}/{self.name}",
-                        "reasons": list(rotation.reasons),
-                        "serial": f"{rotation.bundle.serving.serial:x}",
-                        "not_after": rotation.bundle.serving.not_after.isoformat(),
-                    }
-                },
-            )
+            self._log_written(rotation)
             return rotation.bundle, acked
         raise StoreConflict(
             f"the Secret {self.namespace}/{self.name} changed on each of {self._max_attempts} attempts; "
             "another writer keeps replacing it (is a second installation or cert-manager writing it too?)"
+        )
+
+    async def _write(self, secret: dict[str, Any] | None, data: dict[str, str]) -> bool:
+        """Create the Secret, or replace it on its resourceVersion (the precondition); False when
+        another replica wrote first (a conflict, or AlreadyExists), so the caller re-reads and
+        decides again on what that replica wrote."""
+        try:
+            if secret is None:
+                await self._client.create(
+                    SECRETS,
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {
+                            "name": self.name,
+                            "namespace": self.namespace,
+                            "labels": dict(_MANAGED_BY),
+                        },
+                        "type": "Opaque",
+                        "data": data,
+                    },
+                    namespace=self.namespace,
+                )
+            else:
+                updated = copy.deepcopy(secret)
+                updated["data"] = data  # resourceVersion stays: it is the precondition
+                await self._client.replace(SECRETS, updated)
+        except Conflict as e:  # includes AlreadyExists: another replica wrote first
+            logger.info(
+                "lost the certificate Secret race, re-reading",
+                extra={
+                    "fields": {
+                        "event": "secret_conflict",
+                        "secret": f"{self.namespace}/{self.name}",
+                        "already_exists": isinstance(e, AlreadyExists),
+                    }
+                },
+            )
+            return False
+        return True
+
+    def _log_written(self, rotation: Rotation) -> None:
+        """One line per write: why it rotated, and the new certificate's serial and notAfter."""
+        logger.info(
+            "certificate Secret written",
+            extra={
+                "fields": {
+                    "event": "secret_written",
+                    "secret": f"{self.namespace}/{self.name}",
+                    "reasons": list(rotation.reasons),
+                    "serial": f"{rotation.bundle.serving.serial:x}",
+                    "not_after": rotation.bundle.serving.not_after.isoformat(),
+                }
+            },
         )
 
     async def acknowledge_injection(self, digest: str) -> bool:
