@@ -269,38 +269,7 @@ def hold_larger(
     for position, devices in enumerate(decoded):
         target = containers[min(position, len(containers) - 1)] if containers else []
         for d in devices:
-            memory = d.memory * memory_factor
-            if memory > MAX_GPU_MEMORY_MIB:
-                continue  # more than any GPU has: reported by the decoder's caller, never held
-            at = next((i for i, g in enumerate(target) if g.uuid == d.uuid), None)
-            if at is None:
-                mig = (
-                    MigSlot(group=d.mig_group, profile="", position=d.mig_position)
-                    if d.mig_group is not None and d.mig_position is not None
-                    else None
-                )
-                target.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
-                findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
-                continue
-            grant = target[at]
-            if (
-                grant.mig is not None
-                and (grant.mig.group, grant.mig.position) == (d.mig_group, d.mig_position)
-                and grant.mig.profile
-            ):
-                # The same MIG instance: the slices are what is held, and the annotation may carry
-                # the configured template memory, larger than the real slice (mig-profiles.md).
-                memory = grant.memory
-            if memory > grant.memory or d.cores > grant.cores:
-                findings.append(
-                    f"{d.uuid}: ledger {grant.memory} MiB/{grant.cores}% < assignment {memory} MiB/{d.cores}%"
-                )
-                target[at] = DeviceGrant(
-                    uuid=grant.uuid,
-                    memory=max(memory, grant.memory),
-                    cores=max(d.cores, grant.cores),
-                    mig=grant.mig,
-                )
+            _raise_device(target, d, memory_factor, findings)
     if not findings:
         return entry, []
     if entry.containers:
@@ -311,3 +280,42 @@ def hold_larger(
     else:
         grants = (ContainerGrant(index=0, name="", devices=tuple(containers[0])),)
     return replace(entry, containers=grants), findings
+
+
+def _raise_device(
+    target: list[DeviceGrant], d: DecodedDevice, memory_factor: int, findings: list[str]
+) -> None:
+    """Make the container's grants ``target`` hold at least device ``d`` of the annotation: added
+    when missing, raised (never lowered) when below; each change goes into ``findings``."""
+    memory = d.memory * memory_factor
+    if memory > MAX_GPU_MEMORY_MIB:
+        return  # more than any GPU has: reported by the decoder's caller, never held
+    at = next((i for i, g in enumerate(target) if g.uuid == d.uuid), None)
+    if at is None:
+        mig = (
+            MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+            if d.mig_group is not None and d.mig_position is not None
+            else None
+        )
+        target.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
+        findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
+        return
+    grant = target[at]
+    if (
+        grant.mig is not None
+        and (grant.mig.group, grant.mig.position) == (d.mig_group, d.mig_position)
+        and grant.mig.profile
+    ):
+        # The same MIG instance: the slices are what is held, and the annotation may carry
+        # the configured template memory, larger than the real slice (mig-profiles.md).
+        memory = grant.memory
+    if memory > grant.memory or d.cores > grant.cores:
+        findings.append(
+            f"{d.uuid}: ledger {grant.memory} MiB/{grant.cores}% < assignment {memory} MiB/{d.cores}%"
+        )
+        target[at] = DeviceGrant(
+            uuid=grant.uuid,
+            memory=max(memory, grant.memory),
+            cores=max(d.cores, grant.cores),
+            mig=grant.mig,
+        )

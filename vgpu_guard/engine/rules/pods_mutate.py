@@ -245,41 +245,68 @@ def normalise_pod(
         effective.append((cv, _apply_defaults(container, cv, config, warnings)))
 
     metadata = _ensure_map(work, "metadata")
+    mode = _vgpu_mode(metadata, view, config, warnings)
+    if mode == "mig" and mode in MODES:
+        _mig_profile(work, metadata, effective, view=view, config=config, warnings=warnings)
+    _route_to_scheduler(spec, config, warnings)
+    return work, warnings
+
+
+def _vgpu_mode(
+    metadata: MutableMapping[str, Any], view: ClusterView, config: GuardConfig, warnings: list[str]
+) -> object:
+    """The pod's vGPU mode annotation; when unset, the mode the cluster's nodes allow is set (and
+    said), or a warning says why none could be chosen."""
     annotations = metadata.get("annotations")
     mode = annotations.get(VGPU_MODE) if isinstance(annotations, Mapping) else None
-    if mode is None:
-        chosen, why = choose_mode(view, config)
-        if chosen is not None:
-            _ensure_map(metadata, "annotations")[VGPU_MODE] = chosen
-            warnings.append(f"{_WHO}: set annotation {VGPU_MODE}={chosen} ({why})")
-            mode = chosen
-        else:
-            warnings.append(f"{_WHO}: {VGPU_MODE} left unset: {why}")
+    if mode is not None:
+        return mode
+    chosen, why = choose_mode(view, config)
+    if chosen is None:
+        warnings.append(f"{_WHO}: {VGPU_MODE} left unset: {why}")
+        return None
+    _ensure_map(metadata, "annotations")[VGPU_MODE] = chosen
+    warnings.append(f"{_WHO}: set annotation {VGPU_MODE}={chosen} ({why})")
+    return chosen
 
-    if mode == "mig" and mode in MODES:
-        labels = []
-        advisories: list[str] = []
-        for cv, values in effective:
-            if "memory" in values:
-                label = _round_mig(
-                    _container(work, cv),
-                    cv,
-                    memory=values["memory"],
-                    view=view,
-                    config=config,
-                    warnings=warnings,
-                    advisories=advisories,
-                )
-                if label is not None:
-                    labels.append(label if len(effective) == 1 else f"{cv.name}/{label}")
-        if labels:
-            profile = ";".join(labels)
-            current = _ensure_map(metadata, "annotations").get(MIG_PROFILE)
-            if current != profile:
-                metadata["annotations"][MIG_PROFILE] = profile
-                warnings.extend(advisories)
-                warnings.append(f"{_WHO}: set annotation {MIG_PROFILE}={profile}")
 
+def _mig_profile(
+    work: dict[str, Any],
+    metadata: MutableMapping[str, Any],
+    effective: list[tuple[ContainerVgpu, dict[VgpuKey, int]]],
+    *,
+    view: ClusterView,
+    config: GuardConfig,
+    warnings: list[str],
+) -> None:
+    """In MIG mode: each container's memory rounded up to a MIG profile, and the pod's profile
+    annotation set to them (with the rounding advisories, only when the annotation changes)."""
+    labels = []
+    advisories: list[str] = []
+    for cv, values in effective:
+        if "memory" in values:
+            label = _round_mig(
+                _container(work, cv),
+                cv,
+                memory=values["memory"],
+                view=view,
+                config=config,
+                warnings=warnings,
+                advisories=advisories,
+            )
+            if label is not None:
+                labels.append(label if len(effective) == 1 else f"{cv.name}/{label}")
+    if labels:
+        profile = ";".join(labels)
+        current = _ensure_map(metadata, "annotations").get(MIG_PROFILE)
+        if current != profile:
+            metadata["annotations"][MIG_PROFILE] = profile
+            warnings.extend(advisories)
+            warnings.append(f"{_WHO}: set annotation {MIG_PROFILE}={profile}")
+
+
+def _route_to_scheduler(spec: MutableMapping[str, Any], config: GuardConfig, warnings: list[str]) -> None:
+    """With routing on, a vGPU pod goes to our scheduler (and the warning names the one it left)."""
     scheduling = config.scheduling
     if scheduling.routing and spec.get("schedulerName") != scheduling.scheduler_name:
         previous = spec.get("schedulerName") or "default-scheduler"
@@ -287,4 +314,3 @@ def normalise_pod(
         warnings.append(
             f"{_WHO}: set spec.schedulerName={scheduling.scheduler_name} (was {previous}; vGPU routing on)"
         )
-    return work, warnings

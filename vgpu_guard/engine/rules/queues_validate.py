@@ -308,6 +308,14 @@ def field_violations(obj: ObjMap, *, release: tuple[int, int] | None) -> list[Vi
     ``release`` is the Volcano (major, minor) whose rules apply (``queues.volcanoVersion``; None:
     the latest), so a fleet on an older Volcano is not denied what its Volcano accepts.
     """
+    out = _quantity_violations(obj)
+    out.extend(_range_violations(obj))
+    out.extend(_deserved_missing(obj, release))
+    return out
+
+
+def _quantity_violations(obj: ObjMap) -> list[Violation]:
+    """Each amount of guarantee, capability and deserved parses as a quantity and is not negative."""
     out: list[Violation] = []
     for prefix, keys in (_GUARANTEE, _CAPABILITY, _DESERVED):
         for resource, raw in _mapping(obj, *keys).items():
@@ -321,6 +329,13 @@ def field_violations(obj: ObjMap, *, release: tuple[int, int] | None) -> list[Vi
                 out.append(
                     Violation("queue-quantity", path, f"{show(raw)} must not be negative; write 0 or more")
                 )
+    return out
+
+
+def _range_violations(obj: ObjMap) -> list[Violation]:
+    """guarantee <= capability, and guarantee <= deserved <= capability, per resource; each
+    message quotes the amounts as written and names the bound to write instead."""
+    out: list[Violation] = []
     guarantee = _amounts(obj, _GUARANTEE[1])
     capability = _amounts(obj, _CAPABILITY[1])
     deserved = _amounts(obj, _DESERVED[1])
@@ -361,7 +376,6 @@ def field_violations(obj: ObjMap, *, release: tuple[int, int] | None) -> list[Vi
                     f"{format_amount(resource, high)}",
                 )
             )
-    out.extend(_deserved_missing(obj, release))
     return out
 
 
