@@ -124,6 +124,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="build the real control plane first when it is not cached (root on Debian, ~5 minutes)",
     )
+    _add_guard_options(parser)
+    _add_volcano_options(parser)
+    parser.add_argument(
+        "--logs",
+        metavar="DIR",
+        help="where the webhook's, the controller's and the real control plane's logs go, kept when "
+        "the sandbox stops (default: a new vgpu-guard-sandbox-logs-* directory in the temporary directory)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _add_guard_options(parser: argparse.ArgumentParser) -> None:
+    """``--with-guard`` and its ``--config``: what runs vgpu-guard against the sandbox."""
     parser.add_argument(
         "--with-guard",
         action="store_true",
@@ -136,6 +149,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --with-guard: the vgpu-guard config file, as `vgpu-guard serve` reads it (the sandbox "
         "sets only where the webhook listens and its TLS files)",
     )
+
+
+def _add_volcano_options(parser: argparse.ArgumentParser) -> None:
+    """The Volcano model's options: on, which release's writes, and its stale-cache bug."""
     parser.add_argument(
         "--volcano-model",
         action="store_true",
@@ -153,13 +170,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="the model's sessions ignore their own placements (Volcano #3616)",
     )
-    parser.add_argument(
-        "--logs",
-        metavar="DIR",
-        help="where the webhook's, the controller's and the real control plane's logs go, kept when "
-        "the sandbox stops (default: a new vgpu-guard-sandbox-logs-* directory in the temporary directory)",
-    )
-    parser.set_defaults(func=run)
 
 
 def _crd_files() -> Iterator[Any]:

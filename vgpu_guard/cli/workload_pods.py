@@ -93,50 +93,77 @@ def expand_workload(workload: Mapping[str, Any]) -> Expansion:
         )
         return Expansion(pods=(), username="", note=f"no pods simulated: {why}")
     username = CONTROLLER_USERS[(group, kind)]
-    pods: list[Obj] = []
-    if kind == "Deployment":
-        canonical = json.dumps(template, sort_keys=True, default=str)
-        template_hash = _suffix(f"{namespace}/{name}:{canonical}", 10)
-        for index in range(_count(spec.get("replicas"), 1)):
-            pods.append(
-                pod_from_template(
-                    template,
-                    name=f"{name}-{template_hash}-{_suffix(f'{template_hash}/{index}', 5)}",
-                    namespace=namespace,
-                    labels={"pod-template-hash": template_hash},
-                )
-            )
-    elif kind == "ReplicaSet":
-        for index in range(_count(spec.get("replicas"), 1)):
-            pods.append(
-                pod_from_template(
-                    template, name=f"{name}-{_suffix(f'{name}/{index}', 5)}", namespace=namespace
-                )
-            )
-    elif kind == "StatefulSet":
-        for ordinal in range(_count(spec.get("replicas"), 1)):
-            pod_name = f"{name}-{ordinal}"
-            pod = pod_from_template(
-                template,
-                name=pod_name,
-                namespace=namespace,
-                labels={
-                    "statefulset.kubernetes.io/pod-name": pod_name,
-                    "apps.kubernetes.io/pod-index": str(ordinal),
-                },
-            )
-            pod["spec"].setdefault("hostname", pod_name)
-            pods.append(pod)
-    else:  # batch Job: the only workload kind left
-        completions = _count(spec.get("completions"), 1)
-        parallelism = _count(spec.get("parallelism"), 1)
-        for index in range(min(parallelism, completions)):
-            pods.append(
-                pod_from_template(
-                    template,
-                    name=f"{name}-{_suffix(f'{name}/{index}', 5)}",
-                    namespace=namespace,
-                    labels={"job-name": name, "batch.kubernetes.io/job-name": name},
-                )
-            )
+    # A batch Job is the only workload kind left.
+    pods = _PODS_BY_KIND.get(kind, _job_pods)(template, spec, name, namespace)
     return Expansion(pods=tuple(pods), username=username)
+
+
+def _deployment_pods(
+    template: Mapping[str, Any], spec: Mapping[str, Any], name: str, namespace: str
+) -> list[Obj]:
+    """A Deployment's pods, through its ReplicaSet: ``<name>-<template hash>-<suffix>``, each
+    labelled with the pod-template-hash (the hash stands in for the controller's; stable per template)."""
+    canonical = json.dumps(template, sort_keys=True, default=str)
+    template_hash = _suffix(f"{namespace}/{name}:{canonical}", 10)
+    return [
+        pod_from_template(
+            template,
+            name=f"{name}-{template_hash}-{_suffix(f'{template_hash}/{index}', 5)}",
+            namespace=namespace,
+            labels={"pod-template-hash": template_hash},
+        )
+        for index in range(_count(spec.get("replicas"), 1))
+    ]
+
+
+def _replicaset_pods(
+    template: Mapping[str, Any], spec: Mapping[str, Any], name: str, namespace: str
+) -> list[Obj]:
+    """A ReplicaSet's pods: ``<name>-<suffix>``, one per replica."""
+    return [
+        pod_from_template(template, name=f"{name}-{_suffix(f'{name}/{index}', 5)}", namespace=namespace)
+        for index in range(_count(spec.get("replicas"), 1))
+    ]
+
+
+def _statefulset_pods(
+    template: Mapping[str, Any], spec: Mapping[str, Any], name: str, namespace: str
+) -> list[Obj]:
+    """A StatefulSet's pods: ``<name>-<ordinal>`` with the labels and hostname its controller sets."""
+    pods: list[Obj] = []
+    for ordinal in range(_count(spec.get("replicas"), 1)):
+        pod_name = f"{name}-{ordinal}"
+        pod = pod_from_template(
+            template,
+            name=pod_name,
+            namespace=namespace,
+            labels={
+                "statefulset.kubernetes.io/pod-name": pod_name,
+                "apps.kubernetes.io/pod-index": str(ordinal),
+            },
+        )
+        pod["spec"].setdefault("hostname", pod_name)
+        pods.append(pod)
+    return pods
+
+
+def _job_pods(template: Mapping[str, Any], spec: Mapping[str, Any], name: str, namespace: str) -> list[Obj]:
+    """A batch Job's first wave: min(parallelism, completions) pods, labelled with the job's name."""
+    completions = _count(spec.get("completions"), 1)
+    parallelism = _count(spec.get("parallelism"), 1)
+    return [
+        pod_from_template(
+            template,
+            name=f"{name}-{_suffix(f'{name}/{index}', 5)}",
+            namespace=namespace,
+            labels={"job-name": name, "batch.kubernetes.io/job-name": name},
+        )
+        for index in range(min(parallelism, completions))
+    ]
+
+
+_PODS_BY_KIND = {
+    "Deployment": _deployment_pods,
+    "ReplicaSet": _replicaset_pods,
+    "StatefulSet": _statefulset_pods,
+}
