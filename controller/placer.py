@@ -44,7 +44,7 @@ from vgpu_guard.engine.scheduling import Workloads
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import KubeError
 
-__all__ = ["Placer", "committed_waiting"]
+__all__ = ["Placer", "committed_waiting", "readable_pending"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
 
@@ -122,30 +122,6 @@ class Placer:
             self.queue.capacity_freed()
         self.world.held = held
 
-    def _pending(self, reports: list[Report]) -> list[tuple[PodRequest, Obj]]:
-        """Our pending pods with a readable vGPU request; the rest get their reason reported."""
-        scheduler = self.config.scheduling.scheduler_name
-        pending: list[tuple[PodRequest, Obj]] = []
-        for uid in self.world.pending:
-            pod = self.world.pods[uid]
-            try:
-                request = self.parser.request(pod)
-            except PodRequestError as e:
-                reports.append((pod, f"cannot read the vGPU request: {e}", "invalid-request"))
-                continue
-            if request is None:
-                reports.append(
-                    (
-                        pod,
-                        f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
-                        "or add a volcano.sh/vgpu-number limit",
-                        "invalid-request",
-                    )
-                )
-                continue
-            pending.append((request, pod))
-        return pending
-
     async def _refresh_objects(self, pending: Sequence[tuple[PodRequest, Obj]]) -> None:
         """Claims, volumes and namespace labels, read only when a pending pod needs them."""
         facts = [req.facts for req, _ in pending if req.facts is not None]
@@ -167,7 +143,7 @@ class Placer:
         world = self.world
         reports: list[Report] = []
         busy = await self.handshakes.busy(now)
-        pending = self._pending(reports)
+        pending = readable_pending(world, self.parser, self.config.scheduling.scheduler_name, reports)
         result.pending = len(pending)
         await self._refresh_objects(pending)
         world.refill(self.parser.facts)
@@ -384,6 +360,33 @@ class Placer:
             dropped = set(keys)
             result.reserved[:] = [key for key in result.reserved if key not in dropped]
         await self.writes.hold(name, error, keys)
+
+
+def readable_pending(
+    world: World, parser: PodParser, scheduler: str, reports: list[Report]
+) -> list[tuple[PodRequest, Obj]]:
+    """Our pending pods with a readable vGPU request; the rest get their reason reported (a pod
+    routed to ``scheduler`` without a vGPU request is told how to leave it)."""
+    pending: list[tuple[PodRequest, Obj]] = []
+    for uid in world.pending:
+        pod = world.pods[uid]
+        try:
+            request = parser.request(pod)
+        except PodRequestError as e:
+            reports.append((pod, f"cannot read the vGPU request: {e}", "invalid-request"))
+            continue
+        if request is None:
+            reports.append(
+                (
+                    pod,
+                    f"{scheduler} places only pods that request vGPU; remove spec.schedulerName "
+                    "or add a volcano.sh/vgpu-number limit",
+                    "invalid-request",
+                )
+            )
+            continue
+        pending.append((request, pod))
+    return pending
 
 
 def committed_waiting(allocator: Allocator, pending: Mapping[str, Obj]) -> dict[str, list[Waiting]]:

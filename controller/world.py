@@ -261,27 +261,11 @@ class World:
             self._set_ledger(name, ledger, changes)
 
     def _set_ledger(self, name: str, ledger: NodeLedger | None, changes: Changes) -> None:
+        """``name``'s ledger is now ``ledger`` (None: gone or unreadable); the entries index follows."""
         old = self.ledgers.pop(name, None)
-        if old is not None:
-            for uid in old.allocations:
-                held = self.entries.get(uid)
-                if held is not None:
-                    rest = tuple(n for n in held if n != name)
-                    if rest:
-                        self.entries[uid] = rest
-                    else:
-                        del self.entries[uid]
-                changes.dirty[uid] = None
-            if ledger is None or not set(old.allocations) <= set(ledger.allocations):
-                changes.freed = True
         if ledger is not None:
             self.ledgers[name] = ledger
-            for uid in ledger.allocations:
-                held = self.entries.get(uid, ())
-                if name not in held:
-                    self.entries[uid] = (*held, name)
-                changes.dirty[uid] = None
-        changes.ledgers.add(name)
+        _reindex_entries(self.entries, name, old, ledger, changes)
 
     def _update_pods(self, current: Mapping[Key, Obj], changes: Changes, keys: set[Key] | None) -> None:
         """Take in the pods at ``keys`` (those the informer saw change), or diff them all (None)."""
@@ -450,6 +434,36 @@ class World:
             for uid, node in self.placed.items():
                 self.workloads.defer(uid, node, self.pods[uid], facts)
             self._refill_workloads = False
+
+
+def _reindex_entries(
+    entries: dict[str, tuple[str, ...]],
+    name: str,
+    old: NodeLedger | None,
+    new: NodeLedger | None,
+    changes: Changes,
+) -> None:
+    """Move node ``name`` in the pod -> nodes index from ``old``'s entries to ``new``'s; every pod
+    of either is dirty, and capacity counts as freed when an entry went."""
+    if old is not None:
+        for uid in old.allocations:
+            held = entries.get(uid)
+            if held is not None:
+                rest = tuple(n for n in held if n != name)
+                if rest:
+                    entries[uid] = rest
+                else:
+                    del entries[uid]
+            changes.dirty[uid] = None
+        if new is None or not set(old.allocations) <= set(new.allocations):
+            changes.freed = True
+    if new is not None:
+        for uid in new.allocations:
+            held = entries.get(uid, ())
+            if name not in held:
+                entries[uid] = (*held, name)
+            changes.dirty[uid] = None
+    changes.ledgers.add(name)
 
 
 def _rv(obj: Mapping[str, Any]) -> str:
