@@ -522,66 +522,73 @@ class _Run:
             f"the cluster did not settle within {_MAX_ROUNDS} rounds of Volcano and the controller"
         )
 
-    # --- outcomes --------------------------------------------------------------------------------
 
-    def violations(self, view: ClusterView) -> tuple[str, ...]:
-        out: list[str] = []
-        for obj in self.store.list(LEDGERS).items:
-            ledger = decode_ledger(obj)
-            info = view.nodes.get(ledger.node)
-            if info is not None:
-                found = check_invariants(ledger, info, memory_factor=self.config.nvidia.gpu_memory_factor)
-                out.extend(v.message for v in found)
-        return tuple(out)
+# --- what the run came to (read from its store once it settled) ---------------------------------------
 
-    def outcomes(
-        self, view: ClusterView, sessions: list[SessionRecord]
-    ) -> tuple[tuple[PodOutcome, ...], tuple[GpuOutcome, ...]]:
-        ledgers = [decode_ledger(o) for o in self.store.list(LEDGERS).items]
-        entries: dict[str, Allocation] = {uid: a for led in ledgers for uid, a in led.allocations.items()}
-        stored = {_key(p): p for p in self.store.list(PODS).items}
-        refusals = _last_refusals(sessions)
-        pods = [
-            self._pod_outcome(key, stored.get(key), entries, refusals.get(f"{key[0]}/{key[1]}"))
-            for key in self.order
-        ]
-        return tuple(pods), _gpu_outcomes(view, ledgers, self.config.nvidia.gpu_memory_factor)
 
-    def _pod_outcome(
-        self,
-        key: tuple[str, str],
-        pod: Obj | None,
-        entries: Mapping[str, Allocation],
-        refusal: tuple[int, BindOutcome] | None,
-    ) -> PodOutcome:
-        namespace, name, source = key[0], key[1], self.sources[key]
-        if key in self.rejected or pod is None:
-            reason, scheduler = self.rejected.get(key, ("deleted", ""))
-            return PodOutcome(namespace, name, "Rejected", scheduler, source, reason=reason)
-        spec = pod.get("spec") or {}
-        scheduler = str(spec.get("schedulerName") or "default-scheduler")
-        raw_priority = spec.get("priority")
-        entry = entries.get(str(_meta(pod).get("uid")))
-        node = spec.get("nodeName")
-        devices = tuple(
-            DeviceOutcome(g.uuid, g.memory, g.cores, g.mig.profile if g.mig else None)
-            for g in (entry.grants() if entry is not None and node else ())
-        )
-        ours = self.config.scheduling.scheduler_name
-        return PodOutcome(
-            namespace,
-            name,
-            "Bound" if node else "Pending",
-            scheduler,
-            source,
-            node=str(node) if node else None,
-            devices=devices,
-            reason=None
-            if node
-            else _pending_reason(pod, scheduler=scheduler, ours=ours, entry=entry, refusal=refusal),
-            priority=raw_priority if isinstance(raw_priority, int) else 0,
-            existing=key in self.existing,
-        )
+def _violations(run: _Run, view: ClusterView) -> tuple[str, ...]:
+    """The broken ledger invariants of the settled cluster (the simulate report's violations)."""
+    out: list[str] = []
+    for obj in run.store.list(LEDGERS).items:
+        ledger = decode_ledger(obj)
+        info = view.nodes.get(ledger.node)
+        if info is not None:
+            found = check_invariants(ledger, info, memory_factor=run.config.nvidia.gpu_memory_factor)
+            out.extend(v.message for v in found)
+    return tuple(out)
+
+
+def _outcomes(
+    run: _Run, view: ClusterView, sessions: list[SessionRecord]
+) -> tuple[tuple[PodOutcome, ...], tuple[GpuOutcome, ...]]:
+    """Each pod's outcome in the order it came to be, and each GPU's use."""
+    ledgers = [decode_ledger(o) for o in run.store.list(LEDGERS).items]
+    entries: dict[str, Allocation] = {uid: a for led in ledgers for uid, a in led.allocations.items()}
+    stored = {_key(p): p for p in run.store.list(PODS).items}
+    refusals = _last_refusals(sessions)
+    pods = [
+        _pod_outcome(run, key, stored.get(key), entries, refusals.get(f"{key[0]}/{key[1]}"))
+        for key in run.order
+    ]
+    return tuple(pods), _gpu_outcomes(view, ledgers, run.config.nvidia.gpu_memory_factor)
+
+
+def _pod_outcome(
+    run: _Run,
+    key: tuple[str, str],
+    pod: Obj | None,
+    entries: Mapping[str, Allocation],
+    refusal: tuple[int, BindOutcome] | None,
+) -> PodOutcome:
+    """One pod's outcome: rejected (and why), bound (where, with which devices) or pending (why)."""
+    namespace, name, source = key[0], key[1], run.sources[key]
+    if key in run.rejected or pod is None:
+        reason, scheduler = run.rejected.get(key, ("deleted", ""))
+        return PodOutcome(namespace, name, "Rejected", scheduler, source, reason=reason)
+    spec = pod.get("spec") or {}
+    scheduler = str(spec.get("schedulerName") or "default-scheduler")
+    raw_priority = spec.get("priority")
+    entry = entries.get(str(_meta(pod).get("uid")))
+    node = spec.get("nodeName")
+    devices = tuple(
+        DeviceOutcome(g.uuid, g.memory, g.cores, g.mig.profile if g.mig else None)
+        for g in (entry.grants() if entry is not None and node else ())
+    )
+    ours = run.config.scheduling.scheduler_name
+    return PodOutcome(
+        namespace,
+        name,
+        "Bound" if node else "Pending",
+        scheduler,
+        source,
+        node=str(node) if node else None,
+        devices=devices,
+        reason=None
+        if node
+        else _pending_reason(pod, scheduler=scheduler, ours=ours, entry=entry, refusal=refusal),
+        priority=raw_priority if isinstance(raw_priority, int) else 0,
+        existing=key in run.existing,
+    )
 
 
 def _gpu_outcomes(view: ClusterView, ledgers: list[NodeLedger], factor: int) -> tuple[GpuOutcome, ...]:
@@ -687,7 +694,7 @@ async def run_simulation(
     )
     passes = await run.settle(volcano, controller)
     view = run.view()
-    pods, gpus = run.outcomes(view, volcano.sessions)
+    pods, gpus = _outcomes(run, view, volcano.sessions)
     return SimulationResult(
         scenario=scenario.source,
         scheduler=config.scheduling.scheduler_name,
@@ -700,7 +707,7 @@ async def run_simulation(
         queues=audit_queues(view, config),
         view=view,
         passes=passes,
-        violations=run.violations(view),
+        violations=_violations(run, view),
         memory_factor=config.nvidia.gpu_memory_factor,
     )
 
