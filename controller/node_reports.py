@@ -1,6 +1,6 @@
-"""What the controller says about nodes and their GPU ledgers: broken invariants, unreadable
-registrations, unwritable ledgers, nodes deleted with allocations, and the per-GPU metrics snapshot.
+"""What the controller says about nodes and their GPU ledgers, and the per-GPU metrics snapshot.
 
+Broken invariants, unreadable registrations, unwritable ledgers, nodes deleted with allocations.
 Apart from the pod reports (controller/reports.py) because its memory is per node: each message is
 sent once per distinct text and forgotten when the node goes, so an autoscaled fleet's churn leaves
 nothing behind.

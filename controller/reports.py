@@ -1,5 +1,4 @@
-"""What the controller tells people about pods: PodScheduled conditions, findings in their
-assignments, and (through ``events`` and ``nodes``) Events and the node and ledger reports.
+"""What the controller tells people about pods: PodScheduled conditions and findings in assignments.
 
 Kept apart from the decisions (controller/allocation.py) so that a pass reads as the steps it takes.
 Every report is sent once per distinct message (a pod's condition is patched only when its message
