@@ -36,17 +36,18 @@ def pair(nodes: list[Obj], policy: str = "spread") -> tuple[Allocator, Allocator
 def evaluations(allocator: Allocator) -> Iterator[list[str]]:
     """Record the nodes ``allocator`` really evaluates (memo hits do not show)."""
     seen: list[str] = []
-    original = allocator._evaluate
+    judge = allocator._node_fit
+    original = judge.evaluate
 
     def counted(pod: Any, node: Any, cycle: Any) -> Any:
         seen.append(node.info.name)
         return original(pod, node, cycle)
 
-    allocator._evaluate = counted  # type: ignore[method-assign]
+    judge.evaluate = counted  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        allocator._evaluate = original  # type: ignore[method-assign]
+        judge.evaluate = original  # type: ignore[method-assign]
 
 
 def place_both(indexed: Allocator, scan: Allocator, pod: Obj) -> Placement | Unplaceable:
@@ -67,6 +68,7 @@ def test_a_burst_of_replicas_decides_as_the_scan_and_reuses_verdicts(policy: str
             place_both(indexed, scan, vgpu(f"r{i}", memory=2048, cpu="500m"))
     # Without the memo, spread weighs up to 12 nodes for each of the 60 replicas; with it, a node
     # is evaluated again only after a replica landed on it.
+    assert seen, "evaluations() recorded nothing: it no longer patches what the search calls"
     assert len(seen) <= 12 + 60
 
 

@@ -13,7 +13,7 @@ cache for the same reason; here it is narrower, and safe by construction:
   always evaluated: pod (anti-)affinity, topology spread, volumes, and any pod at all while a
   placed pod carries required anti-affinity (it can refuse a newcomer on every node of its domain);
 - the memo remembers a node's answer with the node's epochs (its cards and ledger, its counted
-  pods) and is used only while both are unchanged (``Allocator._judge``).
+  pods) and is used only while both are unchanged (``NodeSearch._judge``).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ class Allocation:
     reserved_at: int = 0
     # PodGroup name of a pod that has one ("" otherwise), with ``namespace`` the group's key: a
     # partial gang's reservations are found by it, and so are the GPUs that Volcano's PodGroup
-    # spread policy keeps the group's other members off (allocator ``_member_cards``).
+    # spread policy keeps the group's other members off (``Holdings.member_cards``).
     group: str = ""
     # True when taken over from a binding made before the entry existed (reconcile, never decided by us).
     adopted: bool = False

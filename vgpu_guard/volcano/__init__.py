@@ -18,5 +18,5 @@ arbiter the way the real one does, read from Volcano's source (each module cites
 It talks to the API only (the ``ClusterClient`` protocol), as Volcano does: it never calls the
 webhook or the controller, and what it writes meets whatever admission the API server runs. Device
 choice reuses the engine's ``Allocator``, whose card and node rules are Volcano's deviceshare rules
-(engine/allocator.py); a second copy of them here could only drift.
+(engine/card_fit.py, node_fit.py); a second copy of them here could only drift.
 """

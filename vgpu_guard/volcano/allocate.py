@@ -14,8 +14,8 @@ What a session decides, from Volcano's source (pkg/scheduler/):
   pod priority, then the oldest), tasks likewise. Node and devices come from the cache: the nodes'
   ``volcano.sh/node-vgpu-register`` and what the bound pods' own ``vgpu-ids-new`` hold (Volcano's
   cache never reads vgpu-guard's ledger), binpack (the tightest card that fits). The per-card and
-  per-node rules are the engine's ``Allocator``, which follows deviceshare's (engine/allocator.py).
-  Only vGPU pods are placed; cpu, memory, ports and pod affinity are not judged.
+  per-node rules are the engine's ``Allocator``, which follows deviceshare's (engine/card_fit.py,
+  engine/node_fit.py). Only vGPU pods are placed; cpu, memory, ports and pod affinity are not judged.
 - **gang** (plugins/gang/gang.go): a job is committed only when its bound tasks plus the tasks
   placed now reach ``minMember``; otherwise the statement is discarded and every pending task gets
   ``<missing>/<tasks> tasks in gang unschedulable: ...`` (gang.go ``OnSessionClose``).
