@@ -481,7 +481,7 @@ def test_v1_configurations_are_defaulted_and_validated(store: Store) -> None:
 def test_warning_recorder_keeps_texts_as_the_api_server_does() -> None:
     # endpoints/filters/warning.go: past 4096 characters every text is cut to 256 runes, then texts
     # are kept until 4096 again (checked against kube-apiserver 1.20 by tests/contract/test_admission.py).
-    from vgpu_guard.apidouble.admission import _recorded
+    from vgpu_guard.apidouble._webhook_warnings import recorded as _recorded
 
     assert _recorded(["a", "b"]) == ["a", "b"]
     many = [f"{i:02d}" + "é" * 298 for i in range(20)]
