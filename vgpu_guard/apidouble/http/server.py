@@ -63,7 +63,7 @@ from vgpu_guard.apidouble.http.rbac import (
     self_subject_access_review,
 )
 from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
-from vgpu_guard.apidouble.store import Store
+from vgpu_guard.apidouble.store import Store, Watch
 from vgpu_guard.kube.errors import KubeError
 
 __all__ = ["DoubleServer", "RunningDouble", "build_app", "serve_double", "write_kubeconfig"]
@@ -812,39 +812,12 @@ async def _watch(
         await resp.write_eof()
         return resp
     await resp.prepare(request)
-    loop = asyncio.get_running_loop()
-    wake = asyncio.Event()
-    w.wakeup = wake.set
     limit = min(float(timeout), server.max_watch_seconds) if timeout else server.max_watch_seconds
-    deadline = loop.time() + limit
-    next_bookmark = bookmark_due(loop.time(), deadline, server.bookmark_interval) if bookmarks else None
     task = asyncio.current_task()
     if task is not None:
-        server.watches.add(task)
+        server.watches.add(task)  # so a shutdown can end every open stream
     try:
-        while not w.closed:
-            for etype, obj in w.pop():
-                await resp.write(_line({"type": etype, "object": obj}))
-            wake.clear()
-            if w.events:
-                continue
-            now = loop.time()
-            if now >= deadline:
-                break
-            if next_bookmark is not None and now >= next_bookmark:
-                mark = w.bookmark()
-                if mark is not None:
-                    await resp.write(_line({"type": "BOOKMARK", "object": mark}))
-                next_bookmark = bookmark_due(now, deadline, server.bookmark_interval)
-                continue
-            wait = deadline - now if next_bookmark is None else min(deadline, next_bookmark) - now
-            try:
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-                # arrives as the event fires, leaving the stream running after shutdown.
-                async with asyncio.timeout(wait):
-                    await wake.wait()
-            except TimeoutError:
-                pass
+        await _stream(resp, w, server, limit, bookmarks=bookmarks)
         await resp.write_eof()
     except (ConnectionResetError, asyncio.CancelledError):
         pass  # the client went away or the server shuts down: the watch just ends
@@ -853,6 +826,41 @@ async def _watch(
         if task is not None:
             server.watches.discard(task)
     return resp
+
+
+async def _stream(
+    resp: web.StreamResponse, w: Watch, server: DoubleServer, limit: float, *, bookmarks: bool
+) -> None:
+    """Write ``w``'s events as they come until it closes or ``limit`` seconds pass, with a
+    BOOKMARK whenever one is due (the watch cache's timing, ``bookmark_due``)."""
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+    w.wakeup = wake.set
+    deadline = loop.time() + limit
+    next_bookmark = bookmark_due(loop.time(), deadline, server.bookmark_interval) if bookmarks else None
+    while not w.closed:
+        for etype, obj in w.pop():
+            await resp.write(_line({"type": etype, "object": obj}))
+        wake.clear()
+        if w.events:
+            continue
+        now = loop.time()
+        if now >= deadline:
+            break
+        if next_bookmark is not None and now >= next_bookmark:
+            mark = w.bookmark()
+            if mark is not None:
+                await resp.write(_line({"type": "BOOKMARK", "object": mark}))
+            next_bookmark = bookmark_due(now, deadline, server.bookmark_interval)
+            continue
+        wait = deadline - now if next_bookmark is None else min(deadline, next_bookmark) - now
+        try:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as the event fires, leaving the stream running after shutdown.
+            async with asyncio.timeout(wait):
+                await wake.wait()
+        except TimeoutError:
+            pass
 
 
 def bookmark_due(now: float, deadline: float, interval: float) -> float | None:
