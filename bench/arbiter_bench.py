@@ -63,7 +63,7 @@ import tracemalloc
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,14 @@ from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, KubeError, NotFound
 from vgpu_guard.kube.informer import Informer
-from vgpu_guard.kube.resources import LEDGERS, MUTATING_WEBHOOKS, NAMESPACES, PODS, VALIDATING_WEBHOOKS
+from vgpu_guard.kube.resources import (
+    LEDGERS,
+    MUTATING_WEBHOOKS,
+    NAMESPACES,
+    PODS,
+    VALIDATING_WEBHOOKS,
+    Resource,
+)
 from vgpu_guard.webhook.pending_pods import UNBOUND, PendingPods
 
 Obj = dict[str, Any]
@@ -746,10 +753,41 @@ def _entry(i: int, node: str) -> Allocation:
     )
 
 
+# A built-in object of the same bytes, for comparison: what any object of that size costs to write.
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+
+
+async def timed_puts(
+    admin: AioClusterClient, plane: ControlPlane, resource: Resource, first: Obj, bodies: list[Obj]
+) -> dict[str, Any]:
+    """``first`` created, then each of ``bodies`` PUT over the one before (compare-and-swap), one
+    at a time: CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50."""
+    version = (await admin.create(resource, first))["metadata"]["resourceVersion"]
+    latencies = []
+    before = cpu_by_process(plane, None)
+    for body in bodies:
+        body["metadata"]["resourceVersion"] = version
+        started = time.perf_counter()
+        written = await admin.replace(resource, body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        version = written["metadata"]["resourceVersion"]
+    after = cpu_by_process(plane, None)
+    cpu = {k: round((after[k] - before[k]) * 1000 / len(bodies), 2) for k in ("kube-apiserver", "etcd")}
+    return {"cpu_ms": cpu, "p50_ms": round(percentile(latencies, 0.5), 2)}
+
+
+def _config_map(name: str, ledger: Obj) -> Obj:
+    """The ledger's JSON as a ConfigMap's one value: the same bytes, a built-in object."""
+    data = {"ledger": json.dumps({k: v for k, v in ledger.items() if k != "metadata"})}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+            "data": data}  # fmt: skip
+
+
 async def ledger_put_cost(puts: int, sizes: list[int], workdir: Path) -> list[dict[str, Any]]:
     """Per ledger size: ``puts`` compare-and-swap PUTs of one GPULedger, one at a time, an entry
     added and removed in turn (as the webhook's LedgerWriter encodes them, summary included), on
-    a control plane with nothing else to do; CPU ms a PUT by process and the PUT's p50 latency."""
+    a control plane with nothing else to do; CPU ms a PUT by process and the PUT's p50 latency;
+    and the same for a ConfigMap carrying the same JSON (a built-in object of the same size)."""
     binaries = cached_binaries() or ensure_built(lambda line: print(line, file=sys.stderr))
     rows = []
     with ControlPlane(binaries, workdir / "plane") as plane:
@@ -761,23 +799,16 @@ async def ledger_put_cost(puts: int, sizes: list[int], workdir: Path) -> list[di
                 node = f"node-{size:04d}"
                 info = _node_infos([node])[node]
                 base = NodeLedger(node=node).with_allocations([_entry(i, node) for i in range(size)])
+                ledgers = [base.with_allocation(_entry(size + k, node)) if k % 2 == 0 else base
+                           for k in range(puts)]  # fmt: skip
                 body = encode_ledger(base, ledger_summary(base, info))
-                version = (await admin.create(LEDGERS, body))["metadata"]["resourceVersion"]
-                latencies = []
-                before = cpu_by_process(plane, None)
-                for k in range(puts):
-                    new = base.with_allocation(_entry(size + k, node)) if k % 2 == 0 else base
-                    new = replace(new, resource_version=version)
-                    started = time.perf_counter()
-                    written = await admin.replace(LEDGERS, encode_ledger(new, ledger_summary(new, info)))
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    version = written["metadata"]["resourceVersion"]
-                after = cpu_by_process(plane, None)
-                cpu = {k: round((after[k] - before[k]) * 1000 / puts, 2) for k in ("kube-apiserver", "etcd")}
+                bodies = [encode_ledger(new, ledger_summary(new, info)) for new in ledgers]
+                ledger = await timed_puts(admin, plane, LEDGERS, body, bodies)
+                maps = [_config_map(node, b) for b in bodies]
+                config_map = await timed_puts(admin, plane, CONFIGMAPS, _config_map(node, body), maps)
                 rows.append(
-                    {"entries": size, "bytes": len(json.dumps(body)), "cpu_ms": cpu,
-                     "p50_ms": round(percentile(latencies, 0.5), 2)}
-                )  # fmt: skip
+                    {"entries": size, "bytes": len(json.dumps(body)), **ledger, "config_map": config_map}
+                )
                 log(f"ledger of {size} entries: {rows[-1]}")
         finally:
             await admin.close()
@@ -788,15 +819,17 @@ def put_report(rows: list[dict[str, Any]], puts: int) -> str:
     lines = [
         f"machine: {machine()}",
         f"one GPULedger PUT (compare-and-swap, {puts} a size, one at a time, nothing else running on the "
-        "control plane but its own components)",
+        "control plane but its own components), beside a ConfigMap holding the same JSON",
         "",
-        "| entries | object bytes | kube-apiserver CPU ms a PUT | etcd CPU ms a PUT | PUT p50 ms |",
-        "|---|---|---|---|---|",
+        "| entries | object bytes | kube-apiserver CPU ms a PUT | etcd CPU ms a PUT | PUT p50 ms | "
+        "ConfigMap: kube-apiserver CPU ms | ConfigMap: PUT p50 ms |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        m = r["config_map"]
         lines.append(
             f"| {r['entries']} | {r['bytes']} | {r['cpu_ms']['kube-apiserver']} | {r['cpu_ms']['etcd']} | "
-            f"{r['p50_ms']} |"
+            f"{r['p50_ms']} | {m['cpu_ms']['kube-apiserver']} | {m['p50_ms']} |"
         )
     return "\n".join(lines)
 
