@@ -112,3 +112,24 @@ async def test_a_label_change_does_not_rewrite_a_summary_that_still_matches() ->
     cluster.store.patch(NODES, "gpu-a", {"metadata": {"labels": {"team": "a"}}})
     await cluster.converge(controller)
     assert writes(registry) == before
+
+
+async def test_a_start_does_not_rewrite_every_ledgers_summary() -> None:
+    """A start sees every node for the first time; comparing and rewriting each ledger's summary
+    then was one write per node (5,000 at a start of bench/controller_scale_bench.py) that delayed
+    new pods' bindings by ~0.5 s. Only a registration that changes while the controller runs is due."""
+    cluster = Cluster([gpu_node("gpu-a", 1), gpu_node("gpu-b", 1)])
+    first, _ = replica(cluster)
+    for name in ("a", "b"):
+        cluster.create_pod(
+            vgpu_pod(name, memory=4096, node_selector={"kubernetes.io/hostname": f"gpu-{name}"})
+        )
+    await cluster.converge(first)
+    register(cluster, "gpu-a", "GPU-gpu-a-0,10,12288,NVIDIA-NVIDIA A10,true,hami-core:")  # while no one runs
+    restarted, registry = replica(cluster)
+    await cluster.converge(restarted)
+    assert writes(registry) == 0
+    register(cluster, "gpu-b", "GPU-gpu-b-0,10,12288,NVIDIA-NVIDIA A10,true,hami-core:")  # while it runs
+    await cluster.converge(restarted)
+    assert writes(registry) == 1
+    assert summary(cluster, "gpu-b")["freeMemoryMiB"] == 12288 - 4096
