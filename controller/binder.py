@@ -25,13 +25,13 @@ from typing import Any
 
 from vgpu_guard.engine.annotations import BIND_PHASE
 from vgpu_guard.engine.ledger import Allocation
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 
 __all__ = ["Binder", "Waiting"]
 
 log = logging.getLogger("vgpu_guard.controller.binder")
 
-Obj = dict[str, Any]
 DONE_TTL_SECONDS = 60.0
 # Sends one Binding; True when the pod was bound (its node now waits for the plugin).
 BindCall = Callable[[str, Allocation, Obj], Awaitable[bool]]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import EVENTS
@@ -22,7 +23,6 @@ __all__ = ["MAX_PENDING_EVENTS", "Events", "meta"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
 
-Obj = dict[str, Any]
 _COMPONENT = "vgpu-guard"
 _EVENT_MESSAGE_LIMIT = 1024
 # Events waiting to be sent (for their rate limit) beyond which new ones are dropped and counted.

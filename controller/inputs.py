@@ -33,6 +33,7 @@ from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient, list_all
 from vgpu_guard.kube.errors import KubeError
@@ -53,7 +54,6 @@ from vgpu_guard.kube.view_cache import ClusterCache
 
 __all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs"]
 
-Obj = dict[str, Any]
 K = TypeVar("K")
 OVERLAY_TTL_SECONDS = 30.0
 
@@ -237,7 +237,7 @@ def pod_change_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     )
 
 
-def _rv(obj: Mapping[str, Any]) -> int:
+def _rv_number(obj: Mapping[str, Any]) -> int:
     meta = obj.get("metadata")
     raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
     try:
@@ -329,9 +329,9 @@ class CachedInputs:
         if self._changed_ledgers is not None:
             self._changed_ledgers.add(_name(event.object))
         ours = self._ledger_overlay.get(_name(event.object))
-        if event.type != "DELETED" and ours is not None and _rv(ours[1]) == _rv(event.object):
+        if event.type != "DELETED" and ours is not None and _rv_number(ours[1]) == _rv_number(event.object):
             return  # the echo of our own write
-        if event.type == "DELETED" and ours is not None and _rv(event.object) >= _rv(ours[1]):
+        if event.type == "DELETED" and ours is not None and _rv_number(event.object) >= _rv_number(ours[1]):
             # Deleted after our write: the overlay must not bring it back until its TTL (every
             # write of that node would meet 404 meanwhile).
             del self._ledger_overlay[_name(event.object)]
@@ -428,7 +428,9 @@ class CachedInputs:
         overlay: dict[str, Obj] = {}
         for name, (stamp, ours) in list(self._ledger_overlay.items()):
             seen = current.get(name)
-            if now - stamp > OVERLAY_TTL_SECONDS or (seen is not None and _rv(seen) >= _rv(ours)):
+            if now - stamp > OVERLAY_TTL_SECONDS or (
+                seen is not None and _rv_number(seen) >= _rv_number(ours)
+            ):
                 del self._ledger_overlay[name]  # the informer caught up (or never will)
                 if self._changed_ledgers is not None:
                     self._changed_ledgers.add(name)

@@ -20,13 +20,13 @@ from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION
 from vgpu_guard.engine.ledger import GpuUsage, NodeLedger, check_invariants, gpu_usage
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.logs import audit
 
 __all__ = ["SNAPSHOT_SECONDS", "NodeReports", "first_few"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
 
-Obj = dict[str, Any]
 _FINDINGS_SHOWN = 5
 # The per-GPU metrics snapshot is rebuilt at most this often (it walks every GPU of the fleet).
 SNAPSHOT_SECONDS = 2.0

@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_TIME
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.scheduling.facts import INLINE_DISKS
 from vgpu_guard.engine.untrusted import as_mapping
 
 __all__ = ["project_pod"]
 
-Obj = dict[str, Any]
 
 _POD_META = frozenset(("name", "namespace", "uid", "resourceVersion", "labels", "annotations",
                        "deletionTimestamp", "creationTimestamp", "ownerReferences"))  # fmt: skip

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from vgpu_guard.controller.events import Events
 from vgpu_guard.controller.events import meta as _meta
@@ -24,6 +23,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION
 from vgpu_guard.engine.ledger import Allocation, GpuUsage, NodeLedger, gpu_usage
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import PODS
@@ -32,8 +32,6 @@ from vgpu_guard.logs import audit
 __all__ = ["SNAPSHOT_SECONDS", "PassReports", "Reporter"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
-
-Obj = dict[str, Any]
 
 
 class PassReports:

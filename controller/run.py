@@ -235,7 +235,7 @@ class _Rounds:
     def _due(self) -> bool:
         return (
             self.wake.is_set()
-            or time.monotonic() - self.last_pass >= self.resync_seconds
+            or self.monotonic() - self.last_pass >= self.resync_seconds
             or self.controller.retry_due()  # a node held for a failed ledger write may take pods again
         )
 
@@ -243,7 +243,7 @@ class _Rounds:
         """Settle the cluster; False when the next round must start at once (not settled within
         ``max_passes``, or failing, after a backoff)."""
         self.wake.clear()
-        self.last_pass = time.monotonic()
+        self.last_pass = self.monotonic()
         try:
             results = await self.controller.settle(max_passes=self.max_passes)
         finally:

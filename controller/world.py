@@ -28,13 +28,13 @@ from vgpu_guard.engine.annotations import BIND_PHASE, BIND_TIME, VGPU_IDS, VGPU_
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, whole_card_gpus
 from vgpu_guard.engine.scheduling import PodFacts, Workloads
 from vgpu_guard.engine.untrusted import as_mapping, plain_int
 
 __all__ = ["Changes", "PodRecord", "World", "record_of"]
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
@@ -54,7 +54,7 @@ class PodRecord:
     ours: bool  # spec.schedulerName names us
     whole: int  # whole-card nvidia.com/gpu it holds
     group: str  # PodGroup name from the group annotations ("" for none)
-    phase: str  # volcano.sh/bind-phase
+    bind_phase: str  # volcano.sh/bind-phase
     vgpu_node: str  # volcano.sh/vgpu-node
     # volcano.sh/bind-time of an allocating pod (the handshake's timeout counts from it; no other
     # pod's is read), 0 when absent or unreadable
@@ -72,7 +72,7 @@ class PodRecord:
     @property
     def allocating(self) -> bool:
         """The node waits for the plugin to confirm this pod (one such pod per node)."""
-        return self.bound and self.phase == "allocating" and self.vgpu_node == self.node
+        return self.bound and self.bind_phase == "allocating" and self.vgpu_node == self.node
 
 
 def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
@@ -102,7 +102,7 @@ def record_of(key: Key, pod: Mapping[str, Any], scheduler: str) -> PodRecord:
         spec.get("schedulerName") == scheduler,  # ours
         whole_card_gpus(pod),  # whole
         _group_of(notes),  # group
-        bind_phase,  # phase
+        bind_phase,  # bind_phase
         _text(notes.get(VGPU_NODE)),  # vgpu_node
         (plain_int(str(notes.get(BIND_TIME, "0"))) or 0) if bind_phase == "allocating" else 0,  # bind_time
         _text(notes.get(VGPU_IDS)),  # assignment
@@ -172,7 +172,7 @@ class World:
         self._nodes_source: Mapping[str, NodeInfo] | None = None
         self._bad_nodes: frozenset[str] = frozenset()
         self.view = ClusterView()
-        self.engine: Allocator | None = None
+        self._allocator: Allocator | None = None
         self.workloads = Workloads()
         self._refill_workloads = False  # set by resync(None): count every placed pod again
         # Node, ledger and whole-card changes the allocator has not taken in yet: a pass that stops
@@ -321,7 +321,7 @@ class World:
                 self.running[(record.key[0] or "default", record.group)] += 1
             if record.allocating:
                 self.allocating[record.uid] = record
-            if record.phase == "failed":
+            if record.bind_phase == "failed":
                 self.failed[record.uid] = record
         if record.pending:
             self.pending[record.uid] = record
@@ -379,29 +379,29 @@ class World:
     def allocator(self, view: ClusterView) -> Allocator:
         """The long-lived allocator brought to ``view`` and the ledgers; built at first use."""
         changes, self._unsynced = self._unsynced, Changes()
-        if self.engine is None:
+        if self._allocator is None:
             good = {n: ledger for n, ledger in self.ledgers.items() if n not in self.bad}
-            self.engine = Allocator(
+            self._allocator = Allocator(
                 view, good, config=self.config, whole_card=self.whole, workloads=self.workloads
             )
-            self.engine.hold_nodes(self.held)
-            return self.engine
-        engine = self.engine
-        engine.set_view(view)
+            self._allocator.hold_nodes(self.held)
+            return self._allocator
+        allocator = self._allocator
+        allocator.set_view(view)
         for name in changes.nodes:
-            engine.replace_node(name, view.nodes.get(name))
+            allocator.replace_node(name, view.nodes.get(name))
         for name in changes.ledgers:
-            engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
+            allocator.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
         for name in changes.whole:
-            engine.set_whole_card(name, self.whole.get(name, 0))
-        engine.hold_nodes(self.held)
-        return engine
+            allocator.set_whole_card(name, self.whole.get(name, 0))
+        allocator.hold_nodes(self.held)
+        return allocator
 
     def resync(self, nodes: set[str] | None = None) -> None:
         """Forget the allocator's decisions that may not have reached the server: on ``nodes``
         (their ledgers as last read), or everything (rebuilt at the next pass) when None."""
-        if nodes is None or self.engine is None:
-            self.engine = None
+        if nodes is None or self._allocator is None:
+            self._allocator = None
             self.workloads = Workloads()
             self.placed.clear()
             for record in self.records.values():
@@ -411,7 +411,7 @@ class World:
             self._refill_workloads = True
             return
         for name in nodes:
-            self.engine.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
+            self._allocator.replace_ledger(name, self.ledgers.get(name) if name not in self.bad else None)
 
     def revert(self, node: str, decided: Iterable[str]) -> None:
         """Undo this pass's decisions on ``node`` whose write failed: the allocator holds its

@@ -24,7 +24,6 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from vgpu_guard.engine.allocator import pod_queue
 from vgpu_guard.engine.arbiter import (
@@ -39,6 +38,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
+from vgpu_guard.engine.objects import ObjMap as Obj
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.rules.pods_allocation import admit_allocation_write
 from vgpu_guard.engine.violations import Violation
@@ -50,8 +50,6 @@ from vgpu_guard.logs import audit
 from vgpu_guard.webhook.pending_pods import PendingPods
 
 __all__ = ["Arbiter"]
-
-Obj = Mapping[str, Any]
 
 
 def _unavailable(why: str) -> AdmissionDecision:

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from vgpu_guard.engine.config import NvidiaConfig
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, QUEUE_ANNOTATION
 from vgpu_guard.engine.vgpu_request import resource_names
 from vgpu_guard.kube.client import ClusterClient
@@ -32,7 +33,6 @@ from vgpu_guard.kube.resources import PODS
 
 __all__ = ["UNBOUND", "PendingPods", "pending_pod"]
 
-Obj = dict[str, Any]
 
 # The field selector of pods no node is assigned to yet.
 UNBOUND = "spec.nodeName="

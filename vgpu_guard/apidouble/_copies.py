@@ -21,11 +21,11 @@ import marshal
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
+
 __all__ = ["StoredCopies"]
 
 _MARSHAL_VERSION = 2
-
-Obj = dict[str, Any]
 
 
 class StoredCopies:

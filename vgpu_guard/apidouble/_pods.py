@@ -28,6 +28,7 @@ from typing import Any
 
 from vgpu_guard.apidouble._gotext import json_kind
 from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.engine.objects import Obj
 
 __all__ = [
     "QuantityError",
@@ -46,7 +47,6 @@ __all__ = [
     "validate_pod_update",
 ]
 
-Obj = dict[str, Any]
 
 # -- quantities ---------------------------------------------------------------------------------
 _FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"

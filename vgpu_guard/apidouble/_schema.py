@@ -36,13 +36,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.engine.objects import Obj
 
 __all__ = ["StructuralSchema", "field_path", "schema_problems"]
 
 _ROOT_KEEP = ("apiVersion", "kind", "metadata")
 _TYPES = ("array", "boolean", "integer", "number", "object", "string")
 Path = tuple[str | int, ...]
-Obj = dict[str, Any]
 
 
 def field_path(parts: Iterable[str | int]) -> str:

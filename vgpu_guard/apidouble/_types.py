@@ -15,11 +15,11 @@ from typing import Any, Literal
 from vgpu_guard.apidouble._pods import pod_field
 from vgpu_guard.apidouble._schema import StructuralSchema, schema_problems
 from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["BUILTIN_TYPES", "TypeInfo", "crd_problems", "default_crd", "type_from_crd"]
 
-Obj = dict[str, Any]
 META_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 StatusOnCreate = Literal["reset-pod", "drop", "keep"]
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
+
 __all__ = ["Obj", "deep_copy", "format_time", "merge_patch", "meta_of"]
 
-Obj = dict[str, Any]
 
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 

@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.engine.objects import Obj
 
 __all__ = ["default_and_validate"]
 
-Obj = dict[str, Any]
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = f"{_DNS1123_LABEL}(\\.{_DNS1123_LABEL})*"

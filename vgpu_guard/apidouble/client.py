@@ -33,6 +33,7 @@ from typing import Any, Literal
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
 from vgpu_guard.kube.errors import Conflict, Expired, KubeError, Request, Unavailable
 from vgpu_guard.kube.resources import PODS, Resource
@@ -47,7 +48,6 @@ __all__ = [
     "unavailable_error",
 ]
 
-Obj = dict[str, Any]
 _Strings = list[str]  # aliases: inside the client, `list` is the LIST verb
 _Anys = list[Any]
 Verb = Literal["get", "list", "watch", "create", "replace", "replace_status", "patch", "delete", "bind"]

@@ -20,13 +20,13 @@ from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble.admission import attach_warnings
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Pending, RetryWrite, Store, Watch
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ObjectList
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["AdmissionRunner", "Authorizer", "Frontend", "Written"]
 
-Obj = dict[str, Any]
 _RETRIES = 5
 
 

@@ -14,18 +14,17 @@ passes: pod CREATEs went through ``review_object`` already (simulation.py).
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Pending
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import error_from_status
 from vgpu_guard.webhook.arbiter import Arbiter
 from vgpu_guard.webhook.review import ReviewRequest, encode_response, to_engine
 
 __all__ = ["ARBITER_WEBHOOK", "InProcessArbiter", "arbitrated"]
 
-Obj = dict[str, Any]
 # The chart's arbiter entry on Kubernetes 1.28+ (the in-memory API server says 1.33).
 ARBITER_WEBHOOK = "pod-assignments.vgpu-guard.io"
 

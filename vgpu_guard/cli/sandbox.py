@@ -57,6 +57,7 @@ import yaml
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.cli.sandbox_settings import SandboxSettings, SettingsError, settings_from
 from vgpu_guard.controlplane.launch import free_port
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, NAMESPACES, VALIDATING_WEBHOOKS
 from vgpu_guard.volcano.binder import DEFAULT_VERSION
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "run"]
 
-Obj = dict[str, Any]
 Helper = Callable[[], Coroutine[Any, Any, None]]
 
 NAMESPACE = "vgpu-guard"

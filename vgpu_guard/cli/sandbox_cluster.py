@@ -20,13 +20,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import AlreadyExists, KubeError, NotFound
 from vgpu_guard.kube.resources import CRDS, NAMESPACES, NODES, PODS
 
 __all__ = ["confirm_bindings", "for_1_20", "install", "keep_nodes_ready"]
 
-Obj = dict[str, Any]
 _ESTABLISHED_SECONDS = 30.0
 _LIST_MAP_MARKERS = ("x-kubernetes-list-type", "x-kubernetes-list-map-keys")
 BIND_PHASE = "volcano.sh/bind-phase"

@@ -64,6 +64,7 @@ from vgpu_guard.engine.annotations import BIND_PHASE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import Allocation, NodeLedger, check_invariants, decode_ledger, gpu_usage
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.engine.volcano_job import is_volcano_job
@@ -107,7 +108,6 @@ __all__ = [
     "simulation_config",
 ]
 
-Obj = dict[str, Any]
 
 # 2025-06-15T15:06:40Z; any fixed instant would do.
 EPOCH = 1_750_000_000.0

@@ -50,6 +50,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION
 from vgpu_guard.engine.ledger import LedgerError, LedgerViolation, NodeLedger, check_invariants, decode_ledger
 from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
+from vgpu_guard.engine.objects import ObjMap as Obj
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
 from vgpu_guard.engine.untrusted import as_mapping
 from vgpu_guard.engine.vgpu_request import requests_vgpu
@@ -59,7 +60,6 @@ from vgpu_guard.kube.resources import LEDGERS, NODES, PODS, QUEUES
 
 __all__ = ["FleetStatus", "add_parser", "fleet_status", "render_text", "run", "status_json", "terminal_width"]
 
-Obj = Mapping[str, Any]
 
 # One screen: beyond these, the text says how many more (``-o json`` lists everything).
 PENDING_SHOWN = 10

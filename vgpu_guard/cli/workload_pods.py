@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.engine.untrusted import as_mapping
 from vgpu_guard.engine.volcano_job import pod_from_template
 
 __all__ = ["CONTROLLER_USERS", "Expansion", "expand_workload"]
 
-Obj = dict[str, Any]
 
 # The API server's name alphabet for generated suffixes (no vowels, no confusable characters).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

@@ -112,7 +112,7 @@ class _Node:
     task: asyncio.Task[None] | None = None
 
 
-def _rv(ledger: NodeLedger) -> int:
+def _rv_number(ledger: NodeLedger) -> int:
     """A ledger's resourceVersion as a number (-1 when it does not exist or is not numeric)."""
     try:
         return int(ledger.resource_version or -1)
@@ -183,13 +183,13 @@ class LedgerWriter:
 
     def _remember(self, ledger: NodeLedger) -> None:
         known = self._latest.get(ledger.node)
-        if known is None or _rv(ledger) >= _rv(known):
+        if known is None or _rv_number(ledger) >= _rv_number(known):
             self._latest[ledger.node] = ledger
 
     def newest(self, cached: NodeLedger) -> NodeLedger:
         """``cached`` or this writer's own later write of the same ledger, whichever is newer."""
         own = self._latest.get(cached.node)
-        return own if own is not None and _rv(own) > _rv(cached) else cached
+        return own if own is not None and _rv_number(own) > _rv_number(cached) else cached
 
     async def read(self, node: str) -> NodeLedger:
         """The ledger as stored now (an empty, not-yet-created one when there is none)."""

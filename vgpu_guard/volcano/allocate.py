@@ -39,6 +39,7 @@ from vgpu_guard.engine.assignment import adopted_allocation, encode_assignment
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import NodeLedger
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.placement_reason import judged_after
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.untrusted import as_mapping
@@ -53,7 +54,6 @@ __all__ = [
     "pod_key",
 ]
 
-Obj = dict[str, Any]
 # Volcano's default schedulerName (installer/helm/chart/volcano/values.yaml).
 SCHEDULER_NAME = "volcano"
 _PENDING_PHASES = ("", "Pending")

@@ -42,6 +42,7 @@ from vgpu_guard.engine.annotations import (
     VGPU_TIME,
 )
 from vgpu_guard.engine.assignment import assignment_annotations
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.resources import PODS
 
@@ -57,7 +58,6 @@ __all__ = [
     "write_assignment",
 ]
 
-Obj = dict[str, Any]
 Sequence = Literal["annotated-binding", "patch-then-bind"]
 
 # Volcano's scheduler runs as this ServiceAccount (installer/helm/chart/volcano/templates/scheduler.yaml);

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.untrusted import as_mapping
 from vgpu_guard.engine.volcano_job import GROUP_ANNOTATION, volcano_job_pods, volcano_podgroup
 from vgpu_guard.kube.client import ClusterClient
@@ -42,7 +43,6 @@ __all__ = [
     "podgroup_released",
 ]
 
-Obj = dict[str, Any]
 log = logging.getLogger("vgpu_guard.volcano")
 
 JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs", "Job", namespaced=True)

@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.untrusted import as_mapping
 from vgpu_guard.kube.client import ClusterClient, typed_items
 from vgpu_guard.kube.errors import KubeError, NotFound
@@ -41,7 +42,6 @@ from vgpu_guard.volcano.binder import VolcanoVersion, allocate, bind, deallocate
 
 __all__ = ["BindOutcome", "SessionRecord", "VolcanoScheduler"]
 
-Obj = dict[str, Any]
 Result = Literal["bound", "denied", "failed"]
 
 

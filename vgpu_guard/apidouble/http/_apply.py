@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
@@ -27,12 +26,12 @@ from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble.frontend import Frontend, Written
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
 __all__ = ["AppliedConfigs", "server_side_apply"]
 
-Obj = dict[str, Any]
 _SERVER_META = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
 
 

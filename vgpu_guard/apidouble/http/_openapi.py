@@ -26,6 +26,7 @@ from typing import Any
 from vgpu_guard.apidouble._types import TypeInfo
 from vgpu_guard.apidouble.http._openapi_pb import encode_document
 from vgpu_guard.apidouble.http._protobuf import fields, tag_bytes
+from vgpu_guard.engine.objects import Obj
 
 __all__ = [
     "PROTO_V2",
@@ -37,7 +38,6 @@ __all__ = [
     "unserved_feature",
 ]
 
-Obj = dict[str, Any]
 _DEFS = "#/definitions/"
 _OBJECT_META = _DEFS + "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _LIST_META = _DEFS + "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"

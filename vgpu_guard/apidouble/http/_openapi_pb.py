@@ -16,10 +16,10 @@ from typing import Any
 import yaml
 
 from vgpu_guard.apidouble.http._protobuf import tag_bytes, tag_double, tag_varint
+from vgpu_guard.engine.objects import Obj
 
 __all__ = ["encode_document"]
 
-Obj = dict[str, Any]
 _SCHEMA_STRINGS = {"$ref": 1, "format": 2, "title": 3, "description": 4, "pattern": 13, "discriminator": 26}
 _SCHEMA_NUMBERS = {"multipleOf": 6, "maximum": 7, "minimum": 9}
 _SCHEMA_INTS = {

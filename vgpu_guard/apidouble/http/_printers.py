@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vgpu_guard.apidouble.http._openapi import builtin_document
+from vgpu_guard.engine.objects import Obj
 
 __all__ = ["PRINTERS", "age", "column_definitions", "human_duration"]
 
-Obj = dict[str, Any]
 Row = tuple[list[Any], list[Obj]]  # cells, row conditions
 
 

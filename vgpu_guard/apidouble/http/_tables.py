@@ -19,10 +19,10 @@ from typing import Any
 
 from vgpu_guard.apidouble.http._openapi import builtin_document
 from vgpu_guard.apidouble.http._printers import PRINTERS, column_definitions, human_duration
+from vgpu_guard.engine.objects import Obj
 
 __all__ = ["builtin_table", "crd_columns", "crd_table", "human_duration"]
 
-Obj = dict[str, Any]
 _STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+|\*)\]")
 
 

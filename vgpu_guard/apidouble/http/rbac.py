@@ -29,6 +29,7 @@ from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
@@ -41,7 +42,6 @@ __all__ = [
     "self_subject_access_review",
 ]
 
-Obj = dict[str, Any]
 _RBAC = "rbac.authorization.k8s.io"
 ROLES = Resource(_RBAC, "v1", "roles", "Role", namespaced=True)
 ROLE_BINDINGS = Resource(_RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True)

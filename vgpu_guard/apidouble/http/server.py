@@ -64,12 +64,12 @@ from vgpu_guard.apidouble.http.rbac import (
 )
 from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
 from vgpu_guard.apidouble.store import Store, Watch
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import KubeError
 
 __all__ = ["DoubleServer", "RunningDouble", "build_app", "serve_double", "write_kubeconfig"]
 
 log = logging.getLogger(__name__)
-Obj = dict[str, Any]
 SERVER_KEY: web.AppKey[DoubleServer] = web.AppKey("double_server")
 KUBE_VERSION = {
     "major": "1",
