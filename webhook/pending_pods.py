@@ -5,8 +5,8 @@ arbiter needs the containers' vGPU requests to know which ledger entry the assig
 GET per Binding was a whole extra request on the Binding's critical path, for the API server and
 for the webhook (issue 35's benchmark, docs/benchmarks.md session 15). Every pod Volcano binds was
 unbound a moment before, so the webhook watches the unbound pods (field selector
-``spec.nodeName=``, what kube-scheduler's pending-pod informer selects) and keeps of each only what
-the arbiter reads through ``pod_request``: ~3 KB a pod in memory (docs/benchmarks.md session 16).
+``spec.nodeName=``) and keeps of each only what the arbiter reads through ``pod_request``: ~2 KB
+a pod in memory, 18 MiB for 10,000 (docs/benchmarks.md, the arbiter's session 16).
 
 When the cache is trusted: only after a complete LIST (``synced``), and only for the pod whose UID
 is the Binding's (a pod deleted and created again under its name is another pod). Anything else
