@@ -8,8 +8,8 @@
 - Helm: ``helm-python-sdk``, a project dependency that embeds Helm v4's own Go library
   (``libhelm_c``). It installs, upgrades and uninstalls releases against a kubeconfig with no
   ``helm`` binary, so nothing is downloaded at test time. Helm v4 applies with server-side apply;
-  the library has no switch for client-side apply, so the API server (real, or the double) must
-  serve it.
+  the library has no switch for client-side apply, so the API server must serve it: these run on
+  the real control plane only (conftest.REAL_CLIENTS_ONLY; the API double refuses it).
 
 Where ``kubectl`` is missing the tests say so and are skipped, except under ``CI=true``, where a
 missing client fails the run: CI must never pass on a test that did not run.

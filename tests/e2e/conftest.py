@@ -52,12 +52,23 @@ WEBHOOK_0 = "e2e-webhook-0"
 CONTROLLER_0 = "e2e-controller-0"
 
 BACKENDS = ["double", "cluster"]
+# The marker of stories that drive kubectl or Helm (test_clients.py and test_ledger_columns.py
+# whole, one story of test_default_scope.py): they run on the cluster backend only. The API double
+# serves JSON only (no OpenAPI, Tables, strategic merge patch, server-side apply, protobuf or
+# impersonation: docs/apidouble.md) and a real client's fidelity is what the real control plane
+# proves; the double's stories go through our own JSON client (AioClusterClient).
+REAL_CLIENTS_ONLY = "real_clients_only"
 # Pools of nodes a story creates for itself (and deletes after it).
 STORY_POOLS = {"arbiter", "isolation", "isolation-b"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The cluster backend's stories are left out only where no real cluster can be had."""
+    """The double's runs of kubectl and Helm stories are left out (``REAL_CLIENTS_ONLY``); the
+    cluster backend's stories only where no real cluster can be had."""
+    on_double = [i for i in items if _backend_of(i) == "double" and i.get_closest_marker(REAL_CLIENTS_ONLY)]
+    if on_double:
+        config.hook.pytest_deselected(items=on_double)
+        items[:] = [i for i in items if i not in on_double]
     deselect_real_cluster_items(config, items, lambda item: _backend_of(item) == "cluster")
 
 

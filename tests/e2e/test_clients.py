@@ -1,16 +1,13 @@
-"""kubectl and Helm, the way users meet vgpu-guard, on both backends (``conftest.guard``).
+"""kubectl and Helm, the way users meet vgpu-guard, on the real control plane (``conftest.guard``).
 
 Every assertion is on what the user's terminal shows: exit code, stdout and stderr of the real
 ``kubectl`` (``golden/KUBECTL_VERSION`` records which), and the release Helm v4 reports
-(``clients.Helm``). Golden files live in ``golden/`` and are shared by both backends (the double
-must print what the real server prints); only volatile bits are normalised (the story's
-namespace, the admin's username, ages, column padding). ``UPDATE_GOLDEN=1`` rewrites them for
-review. The last test runs the README's sandbox block verbatim against ``vgpu-guard sandbox`` on
-each backend.
+(``clients.Helm``). Golden files live in ``golden/``; only volatile bits are normalised (the
+story's namespace, the admin's username, ages, column padding). ``UPDATE_GOLDEN=1`` rewrites them
+for review. The last test runs the README's sandbox block verbatim against ``vgpu-guard sandbox``.
 
-Where the API double does not yet serve what a client needs, that backend's parametrization is
-marked ``xfail(strict=True)`` naming the missing feature (``DOUBLE_MISSING``): it is reported, and
-the mark fails the run as soon as the double catches up, so the list cannot go stale.
+The cluster backend only (``conftest.REAL_CLIENTS_ONLY``): the API double serves JSON only, and
+what kubectl does against it is the sandbox's ``kubectl:`` line (docs/apidouble.md).
 """
 
 from __future__ import annotations
@@ -37,23 +34,10 @@ from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, NAMESPACE, POOL_LABEL, WE
 from tests.manifests.chart import render_objects
 from vgpu_guard.cli.documents import parse_documents
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.real_clients_only]
 
 EXAMPLES = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "examples").rglob("*.yaml"))
 HELM_RELEASE = HELM_NAMESPACE = "helm-e2e"
-
-# What the double does not serve yet, per test (or ``test[example]``): what the real client needs.
-DOUBLE_MISSING: dict[str, str] = {}
-
-
-@pytest.fixture(autouse=True)
-def _double_gaps(request: pytest.FixtureRequest, backend_name: str) -> None:
-    """Mark the double's known gaps ``xfail(strict=True)``: reported, and failing once fixed."""
-    callspec = getattr(request.node, "callspec", None)
-    path = callspec.params.get("path") if callspec is not None else None
-    name = request.node.originalname + (f"[{path}]" if path else "")
-    if backend_name == "double" and name in DOUBLE_MISSING:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=DOUBLE_MISSING[name]))
 
 
 @pytest.fixture
@@ -359,7 +343,7 @@ def readme_helm_values() -> dict[str, Any]:
     return values
 
 
-def _helm_values(guard: Guard, backend: str, **config: Any) -> dict[str, Any]:
+def _helm_values(guard: Guard, **config: Any) -> dict[str, Any]:
     """The README's values, installed beside the suite's own release, its webhooks pointed at the
     suite's local webhook.
 
@@ -367,9 +351,8 @@ def _helm_values(guard: Guard, backend: str, **config: Any) -> dict[str, Any]:
     and Helm never adopts objects another owner created); ``cleanup.enabled=false`` and, below 1.21,
     ``nameLabelHook.enabled=false`` (the pre-delete and pre-install hooks are Jobs that no kubelet
     runs, so Helm would wait for them; their objects are judged by the server with a dry run
-    instead, and the suite's own install ran the name-label hook's command already); the Deployments' pods kept off the kubelet-less nodes. On the
-    double the Deployments are off: it serves no Deployments, Services or PodDisruptionBudgets
-    (docs/apidouble.md); the real server judges them.
+    instead, and the suite's own install ran the name-label hook's command already); the Deployments' pods kept off
+    the kubelet-less nodes.
     """
     values = readme_helm_values()
     values["crds"] = {"install": False}
@@ -380,7 +363,7 @@ def _helm_values(guard: Guard, backend: str, **config: Any) -> dict[str, Any]:
         "caBundle": base64.b64encode(guard.ca_pem).decode(),
     }
     for component in ("webhook", "controller"):
-        values[component] = {"nodeSelector": UNSCHEDULABLE} if backend != "double" else {"enabled": False}
+        values[component] = {"nodeSelector": UNSCHEDULABLE}
     for key, value in config.items():
         values.setdefault("config", {}).setdefault(key, {}).update(value)
     return values
@@ -452,18 +435,18 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
     the cluster, the uninstall leaves no webhook configuration of the release behind and nothing the
     next install trips on, and a non-GPU pod is admitted after."""
     helm = Helm(env.backend.admin_kubeconfig)
-    backend = env.backend.name
     config_map = f"{HELM_RELEASE}-vgpu-guard-config"
     env.undo.append(
         lambda: kubectl("delete", "namespace", HELM_NAMESPACE, "--ignore-not-found", "--wait=false")
     )
     env.undo.append(lambda: helm.uninstall(HELM_RELEASE, HELM_NAMESPACE))
-    values = _helm_values(env.guard, backend)
+    values = _helm_values(env.guard)
     installed = await helm.install(HELM_RELEASE, HELM_NAMESPACE, values)
     assert (installed["status"], installed["revision"]) == ("deployed", 1)
     url = values["webhooks"]["urlOverride"]
-    # The notes follow the scope the chart picks for the server: matchConditions from 1.28 (the
-    # double), every namespace but the excluded ones before (kube-apiserver 1.20), failing open.
+    # The notes follow the scope the chart picks for the server: matchConditions from 1.28 (an
+    # E2E_KUBECONFIG cluster; Helm renders them from the chart), every namespace but the excluded
+    # ones before (kube-apiserver 1.20), failing open.
     minor = int("".join(ch for ch in env.backend.kube_version.split(".")[1] if ch.isdigit()))
     notes = "helm-install-notes.txt" if minor >= 28 else "helm-install-notes-all-namespaces.txt"
     assert_golden(notes, normalise(installed["notes"], {url: "https://WEBHOOK"}))
@@ -476,25 +459,24 @@ async def test_helm_install_upgrade_uninstall(env: Env, kubectl: Kubectl) -> Non
         values, name=HELM_RELEASE, namespace=HELM_NAMESPACE, kube_version=env.backend.kube_version
     )
     await _server_keeps_every_field(kubectl, [r.obj for r in rendered if not r.is_hook], "get")
-    if backend != "double":
-        kinds = sorted({r.kind for r in rendered if not r.is_hook})
-        assert {"Deployment", "Service", "PodDisruptionBudget"} <= set(kinds), kinds
-        with_hook = {**values, "cleanup": {"enabled": True}, "nameLabelHook": {"enabled": True}}
-        hook = [
-            r.obj
-            for r in render_objects(
-                with_hook, name=HELM_RELEASE, namespace=HELM_NAMESPACE, kube_version=env.backend.kube_version
-            )
-            if r.is_hook
-        ]
-        # The pre-delete cleanup, and below 1.21 the pre-install name-label hook: the same four kinds.
-        copies = 2 if minor < 21 else 1
-        assert sorted(o["kind"] for o in hook) == sorted(
-            ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"] * copies
+    kinds = sorted({r.kind for r in rendered if not r.is_hook})
+    assert {"Deployment", "Service", "PodDisruptionBudget"} <= set(kinds), kinds
+    with_hook = {**values, "cleanup": {"enabled": True}, "nameLabelHook": {"enabled": True}}
+    hook = [
+        r.obj
+        for r in render_objects(
+            with_hook, name=HELM_RELEASE, namespace=HELM_NAMESPACE, kube_version=env.backend.kube_version
         )
-        await _server_keeps_every_field(kubectl, hook, "create", "--dry-run=server")
+        if r.is_hook
+    ]
+    # The pre-delete cleanup, and below 1.21 the pre-install name-label hook: the same four kinds.
+    copies = 2 if minor < 21 else 1
+    assert sorted(o["kind"] for o in hook) == sorted(
+        ["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"] * copies
+    )
+    await _server_keeps_every_field(kubectl, hook, "create", "--dry-run=server")
     label = "example.com/ib-cluster"
-    changed = _helm_values(env.guard, backend, topology={"ibClusterLabel": label})
+    changed = _helm_values(env.guard, topology={"ibClusterLabel": label})
     changed["webhooks"]["mutatePods"] = {"timeoutSeconds": 7}
     upgraded = await helm.upgrade(HELM_RELEASE, HELM_NAMESPACE, changed)
     assert (upgraded["status"], upgraded["revision"]) == ("deployed", 2)
@@ -532,13 +514,12 @@ SANDBOX_BIN = Path(sys.executable).with_name("vgpu-guard")
 # What the sandbox registers (the chart's ``webhooks.scope: auto``): 1.20 has no matchConditions,
 # so every namespace but the excluded ones reaches the pod webhooks, and it has no name label, so
 # the sandbox labels the excluded ones as the chart's install hook does.
-SCOPE_LINES = {
-    "real": "scope:      all namespaces (Kubernetes 1.20 has no matchConditions): every pod of every namespace "
+SCOPE_LINES = (
+    "scope:      all namespaces (Kubernetes 1.20 has no matchConditions): every pod of every namespace "
     "but the excluded ones reaches the pod webhooks, which fail open\n"
     "labelled:   kube-system, kube-node-lease, vgpu-guard with kubernetes.io/metadata.name=<name> (1.21+ sets "
-    "it), which keeps them out\n",
-    "double": "scope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n",
-}
+    "it), which keeps them out\n"
+)
 
 
 def readme_try_it() -> list[str]:
@@ -564,36 +545,29 @@ async def _sandbox_ready(process: asyncio.subprocess.Process) -> list[str]:
     return lines
 
 
-async def test_readme_sandbox_commands(
-    backend_name: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """The README's "try it" block, line by line as a user types it, on each backend: the sandbox
-    says which backend it chose in its first line, every ``kubectl`` line finishes (never a hang)
-    and succeeds, except the line the README says is denied, which prints the webhook's denial."""
-    if backend_name == "cluster":
-        request.getfixturevalue("real_api")  # builds the control plane under CI=true
+async def test_readme_sandbox_commands(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The README's "try it" block, line by line as a user types it, on the real control plane (the
+    double's ``kubectl:`` line says which of them it serves): the sandbox says which backend it
+    chose in its first line, every ``kubectl`` line finishes (never a hang) and succeeds, except the
+    line the README says is denied, which prints the webhook's denial."""
+    request.getfixturevalue("real_api")  # builds the control plane under CI=true
     kubeconfig = str(tmp_path / "sandbox.kubeconfig")
     sandbox, *commands = readme_try_it()
     argv = shlex.split(sandbox.replace(README_KUBECONFIG, kubeconfig), comments=True)
     assert argv[0] == "vgpu-guard" and argv[-1] == "&", sandbox
-    backend = {"cluster": "real", "double": "double"}[backend_name]
     # The sandbox keeps its processes' logs in a new directory under TMPDIR: the test's, not /tmp.
     process = await asyncio.create_subprocess_exec(
-        str(SANDBOX_BIN), *argv[1:-1], "--backend", backend,
+        str(SANDBOX_BIN), *argv[1:-1], "--backend", "real",
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     try:
         banner = await _sandbox_ready(process)
-        assert (
-            banner[0]
-            == {
-                "real": "backend: real control plane, Kubernetes 1.20.2 "
-                "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)\n",
-                "double": "backend: API double (in memory; --backend double)\n",
-            }[backend]
+        assert banner[0] == (
+            "backend: real control plane, Kubernetes 1.20.2 "
+            "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)\n"
         ), banner
-        assert SCOPE_LINES[backend] in "".join(banner), banner
+        assert SCOPE_LINES in "".join(banner), banner
         await _run_readme_lines(commands, kubeconfig, tmp_path)
     finally:
         if process.returncode is None:

@@ -8,6 +8,7 @@ the release namespace out: the suite's install ran the chart's pre-install hook 
 label-ns`` under the hook's own ServiceAccount, as Helm runs it), and a pod the validating webhook
 would refuse anywhere (a forged allocation annotation) is admitted in those namespaces, because
 they are never sent to the webhooks, as it is on the double (which labels namespaces as 1.21+ does).
+The kubectl story runs on the real control plane only (conftest.REAL_CLIENTS_ONLY); the other on both.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ async def _labels(env: Env, namespace: str) -> dict[str, str]:
     return dict((await env.api.get(NAMESPACES, namespace))["metadata"].get("labels") or {})
 
 
+@pytest.mark.real_clients_only  # kubectl apply: the cluster backend only
 async def test_an_unlabelled_namespaces_bad_pods_are_denied_by_default(env: Env, kubectl: Kubectl) -> None:
     """A namespace created with no label at all, as most are: before, below 1.28, the chart picked
     the opt-in scope, and this apply created all three objects without a word."""

@@ -1,4 +1,5 @@
-"""``kubectl get gpuledgers`` answers "which GPU is full" in its default table, on both backends.
+"""``kubectl get gpuledgers`` answers "which GPU is full" in its default table (the real control
+plane only: conftest.REAL_CLIENTS_ONLY).
 
 The header test in ``test_clients`` derives the columns from the CRD; this one pins what a row
 says once a pod is bound: the node's one GPU by uuid, the memory reserved and free, and the
@@ -19,7 +20,7 @@ from tests.e2e.clients import Kubectl
 from tests.e2e.conftest import Env, gpu_pod
 from tests.e2e.harness import until
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.real_clients_only]
 
 NODE, GPU, POOL = "e2e-a10-0", "GPU-e2e-a10-0-0", "seed-000"
 MEMORY = 6144
@@ -84,9 +85,6 @@ async def test_a_ledger_write_owns_the_entries_as_one_field(env: Env, kubectl: K
     assert applied.code == 0, applied.transcript()
     ledger = await until(f"pod quarter bound alone on {NODE}", lambda: _bound_alone(env, "quarter"))
     managed = ledger["metadata"].get("managedFields")
-    if env.backend.name == "double":
-        assert managed is None  # the double keeps no field ownership (docs/apidouble.md)
-        return
     owned = [json.dumps(m.get("fieldsV1")) for m in managed or ()]
     assert any('"f:allocations": {}' in fields for fields in owned), owned
     assert not any('"k:{' in fields for fields in owned), owned
