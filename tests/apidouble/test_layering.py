@@ -1,7 +1,7 @@
 """``simulate`` and the in-process double load none of the double's HTTPS side (issue 37 item 6).
 
-The HTTP server and its kubectl/Helm fidelity (``vgpu_guard.apidouble.http``) are about a third of
-the double; only the sandbox and the tests need them. import-linter's ``double-core-below-http``
+The HTTP server (``vgpu_guard.apidouble.http``, JSON only since its kubectl/Helm fidelity went) is
+a sixth of the double; only the sandbox and the tests need it. import-linter's ``double-core-below-http``
 contract forbids the imports; these tests check what a fresh process really loads, which also
 catches an eager ``vgpu_guard/apidouble/__init__.py`` (a package's ``__init__`` runs before any of
 its submodules, and the contract cannot see that).

@@ -104,30 +104,13 @@ async def test_version_and_unknown_paths(double: RunningDouble) -> None:
 
 
 async def test_unknown_patch_types_are_refused_with_415(double: RunningDouble) -> None:
-    # The double implements merge, JSON, strategic merge patch and (test_apply.py) server-side
-    # apply; a type nobody implements gets go-restful's bare 415.
+    # A type no API server implements gets go-restful's bare 415 (strategic merge and apply, which
+    # kube-apiserver implements and the double refuses: test_refusals.py).
     double.store.create(PODS, pod("p"))
     status, body, _ = await raw(
         double, "PATCH", "/api/v1/namespaces/default/pods/p", body={"metadata": {}}, ctype="text/plain"
     )
     assert status == 415 and body["message"] == "415: Unsupported Media Type"
-
-
-async def test_strategic_merge_patch_merges_containers_by_name(double: RunningDouble) -> None:
-    # strategicpatch: containers merge by name (patchMergeKey), the patch's items first.
-    double.store.create(PODS, pod("p"))
-    patch = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "main", "image": "nginx"}]}}
-    status, body, _ = await raw(
-        double,
-        "PATCH",
-        "/api/v1/namespaces/default/pods/p",
-        body=patch,
-        ctype="application/strategic-merge-patch+json",
-    )
-    assert status == 200, body
-    assert body["metadata"]["labels"]["a"] == "b"
-    assert [c["name"] for c in body["spec"]["containers"]] == ["main"]
-    assert body["spec"]["containers"][0]["image"] == "nginx"
 
 
 async def test_unsupported_verbs_are_405(double: RunningDouble) -> None:

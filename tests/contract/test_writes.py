@@ -15,7 +15,6 @@ from tests.contract.raw import Reply
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-SMP = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -251,123 +250,6 @@ async def test_dry_run_writes_answer_but_store_nothing(contract: Contract) -> No
                 after.body["metadata"]["resourceVersion"] == real["metadata"]["resourceVersion"],
             ],
             "unknown": shape(unknown),
-        }
-
-    await contract.agree(probe)
-
-
-async def test_strategic_merge_patch_on_a_config_map(contract: Contract) -> None:
-    async def probe(side: Side) -> Any:
-        ns = await side.namespace()
-        path = f"/api/v1/namespaces/{ns}/configmaps/a"
-        obj = config_map("a", {"keep": "yes", "drop": "yes"}, k="v", other="o")
-        obj["metadata"]["finalizers"] = ["example.com/a"]
-        await create(side, ns, obj)
-        merged = await side.admin.patch(
-            path,
-            {
-                "metadata": {"labels": {"drop": None, "new": "yes"}, "finalizers": ["example.com/b"]},
-                "data": {"k": "w"},
-            },
-            content_type=SMP,
-        )
-        replaced = await side.admin.patch(
-            path, {"data": {"$patch": "replace", "only": "this"}}, content_type=SMP
-        )
-        deleted_fin = await side.admin.patch(
-            path, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/a"]}}, content_type=SMP
-        )
-        bad_directive = await side.admin.patch(path, {"data": {"$patch": "explode"}}, content_type=SMP)
-        not_object = await side.admin.patch(path, ["a"], content_type=SMP)
-        await side.admin.patch(path, {"metadata": {"finalizers": None}})
-
-        def view(reply: Any) -> Any:
-            if reply.status >= 300:
-                return shape(reply)
-            return {
-                "labels": reply.body["metadata"].get("labels"),
-                "finalizers": reply.body["metadata"].get("finalizers"),
-                "data": reply.body.get("data"),
-            }
-
-        return {
-            "merged": view(merged),
-            "replaced": view(replaced),
-            "deleted_fin": view(deleted_fin),
-            "bad_directive": view(bad_directive),
-            "not_object": view(not_object),
-        }
-
-    await contract.agree(probe)
-
-
-async def test_strategic_merge_patch_merges_lists_by_their_key(contract: Contract) -> None:
-    async def probe(side: Side) -> Any:
-        ns = await side.namespace()
-        path = f"/api/v1/namespaces/{ns}/podtemplates"
-        template = {
-            "apiVersion": "v1",
-            "kind": "PodTemplate",
-            "metadata": {"name": "t"},
-            "template": {
-                "metadata": {"labels": {"app": "x"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "a",
-                            "image": "busybox",
-                            "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
-                        },
-                        {
-                            "name": "b",
-                            "image": "busybox",
-                            "ports": [{"containerPort": 80, "protocol": "TCP"}],
-                        },
-                    ],
-                    "tolerations": [{"key": "k1", "operator": "Exists"}],
-                },
-            },
-        }
-        created = await side.admin.post(path, template)
-        assert created.status == 201, created.body
-        patch = {
-            "template": {
-                "spec": {
-                    "containers": [
-                        {"name": "b", "image": "nginx", "ports": [{"containerPort": 81, "protocol": "TCP"}]},
-                        {
-                            "name": "a",
-                            "env": [{"name": "B", "$patch": "delete"}, {"name": "C", "value": "3"}],
-                        },
-                        {"name": "c", "image": "busybox"},
-                    ],
-                    "tolerations": [{"key": "k2", "operator": "Exists"}],
-                }
-            }
-        }
-        reply = await side.admin.patch(f"{path}/t", patch, content_type=SMP)
-        removed = await side.admin.patch(
-            f"{path}/t",
-            {"template": {"spec": {"containers": [{"name": "c", "$patch": "delete"}]}}},
-            content_type=SMP,
-        )
-        if reply.status != 200:
-            return {"patch": shape(reply)}
-        spec = reply.body["template"]["spec"]
-        return {
-            "containers": [
-                {
-                    "name": c["name"],
-                    "image": c.get("image"),
-                    "env": c.get("env"),
-                    "ports": [p["containerPort"] for p in c.get("ports", [])],
-                }
-                for c in spec["containers"]
-            ],
-            "tolerations": spec.get("tolerations"),
-            "removed": [c["name"] for c in removed.body["template"]["spec"]["containers"]]
-            if removed.status == 200
-            else shape(removed),
         }
 
     await contract.agree(probe)

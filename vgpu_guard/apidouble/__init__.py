@@ -9,15 +9,16 @@ In-process side (what ``simulate`` and the controller's property tests load):
 
 HTTPS side (``vgpu_guard.apidouble.http``: the sandbox's fallback backend and the tests):
 
-    serve_double()        HTTPS server + kubeconfig, async context       http/server.py
+    serve_double()        HTTPS server + kubeconfig, async context, JSON  http/server.py
     RBACAuthorizer        Roles/ClusterRoles/bindings from the store     http/rbac.py
-    kubectl/Helm fidelity content negotiation, Tables, OpenAPI v2, protobuf bodies, server-side
-                          apply, impersonation                           http/_*.py
+
+kubectl's and Helm's fidelity (protobuf, Tables, OpenAPI, strategic merge patch, server-side apply,
+impersonation) is not imitated: the real control plane proves it, and the double refuses those in
+kube-apiserver's Status form.
 
 Importing this package loads nothing: each name below is imported from its module on first use
 (module ``__getattr__``), so ``import vgpu_guard.apidouble.store`` never pays for the HTTP side
-(aiohttp's server, cryptography, the OpenAPI document). What it serves and refuses:
-docs/apidouble.md.
+(aiohttp's server, cryptography). What it serves and refuses: docs/apidouble.md.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from vgpu_guard.apidouble._jsonpatch import apply_json_patch
 from vgpu_guard.apidouble._pending import Pending, check_delete_preconditions, uid_mismatch
 from vgpu_guard.apidouble._pods import Undecodable, admit_pod_update, default_toleration_seconds
 from vgpu_guard.apidouble._status import Cause
-from vgpu_guard.apidouble._strategic import strategic_merge
 from vgpu_guard.apidouble._table import ObjectTable
 from vgpu_guard.apidouble._types import TypeInfo
 from vgpu_guard.apidouble._values import Obj, deep_copy, merge_patch, meta_of
@@ -28,7 +27,7 @@ from vgpu_guard.kube.resources import Resource
 
 __all__ = ["PatchType", "Preparer"]
 
-PatchType = Literal["merge", "json", "strategic"]
+PatchType = Literal["merge", "json"]
 SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
 
@@ -168,7 +167,7 @@ class Preparer:
         check_subresource(info, subresource, "patch", name)
         old = self._table.stored(info, namespace, name)
         current = self._table.present(info, old, resource.version)
-        patched, explicit_rv = _patched(info, current, old, patch, patch_type)
+        patched, explicit_rv = _patched(current, old, patch, patch_type)
         want = meta_of(patched).get("resourceVersion") if explicit_rv else None
         _check_rv_precondition(info, name, want, old)
         obj = _decode_patched(info, resource.version, patched)
@@ -271,7 +270,7 @@ def _check_rv_precondition(info: TypeInfo, name: str, want: Any, old: Obj) -> No
         raise st.conflict(info.group, info.plural, name, st.STALE)
 
 
-def _patched(info: TypeInfo, current: Obj, old: Obj, patch: Any, patch_type: str) -> tuple[Obj, bool]:
+def _patched(current: Obj, old: Obj, patch: Any, patch_type: str) -> tuple[Obj, bool]:
     """``current`` with the patch applied, and whether the patch itself names a resourceVersion
     (then that version is a precondition, as the API server's patcher treats it)."""
     if patch_type == "merge":
@@ -282,17 +281,6 @@ def _patched(info: TypeInfo, current: Obj, old: Obj, patch: Any, patch_type: str
     elif patch_type == "json":
         patched = apply_json_patch(current, patch)  # evanphx/json-patch's semantics and errors
         explicit_rv = meta_of(patched).get("resourceVersion") != old["metadata"]["resourceVersion"]
-    elif patch_type == "strategic" and info.crd_name is None:
-        patched = strategic_merge(current, patch, info.group, info.plural)
-        explicit_rv = isinstance(patch, Mapping) and (
-            isinstance(patch.get("metadata"), Mapping) and "resourceVersion" in patch["metadata"]
-        )
-    elif patch_type == "strategic":
-        # Custom resources have no Go types to take merge keys from (patch.go refuses them).
-        raise st.unsupported_media_type(
-            "the body of the request was in an unknown format - accepted media types include: "
-            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-        )
     else:
         raise st.unsupported_media_type(f"the patch type {patch_type!r} is not supported by the API double")
     if not isinstance(patched, dict):

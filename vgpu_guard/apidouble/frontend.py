@@ -221,7 +221,7 @@ class Frontend:
         patch: Any,
         *,
         namespace: str | None = None,
-        patch_type: Literal["merge", "json", "strategic"] = "merge",
+        patch_type: Literal["merge", "json"] = "merge",
         subresource: str = "",
         user: UserInfo = ADMIN,
         dry_run: bool = False,

@@ -1,11 +1,12 @@
-"""The API double over HTTPS: what the sandbox's fallback backend and the tests serve to real
-clients (our processes, the ``kubernetes`` client, kubectl, Helm).
+"""The API double over HTTPS: what the sandbox's fallback backend and the tests serve to API
+clients (our processes, ``AioClusterClient``, the ``kubernetes`` client), JSON only.
 
     serve_double()   aiohttp server, TLS, bearer tokens, kubeconfig         server.py
     RBACAuthorizer   authorization from Roles/ClusterRoles/bindings          rbac.py
-    kubectl/Helm     content negotiation (_negotiate), Tables (_tables, _printers), OpenAPI v2
-                     (_openapi, _openapi_pb), protobuf bodies (_protobuf), server-side apply
-                     (_apply), impersonation (_impersonation), the serving certificate (_tls)
+    negotiation      JSON or kube-apiserver's 406 (_negotiate); the serving certificate (_tls)
+
+kubectl and Helm need the real backend for what they ask beyond JSON (protobuf, Tables, OpenAPI,
+strategic merge patch, server-side apply, impersonation): the double refuses it (docs/apidouble.md).
 
 It sits above the in-process double (store, frontend, admission, client) and nothing there imports
 it: ``simulate`` never loads it (the import-linter contract ``double-core-below-http`` and

@@ -1,99 +1,60 @@
-"""Content negotiation: which of the answers a client's ``Accept`` allows the double can give.
+"""Content negotiation, JSON only: whether a client's ``Accept`` admits the one answer the double gives.
 
-kubectl asks for more than the double serves: protobuf from typed clients
-(``application/vnd.kubernetes.protobuf, */*``), Tables from ``kubectl get``
-(``application/json;as=Table;v=v1;g=meta.k8s.io, ..., application/json``). The API server walks
-the clauses by preference (quality, then specificity: goautoneg) and serves the first it can
-(apiserver/pkg/endpoints/handlers/negotiation); so does the double, skipping what it does not
-serve, so a client that names a JSON alternative gets JSON. When no clause is servable the answer
-is 406 NotAcceptable naming what was asked and what is served, never a hang.
+kube-apiserver also serves protobuf, YAML and meta.k8s.io Tables; the double does not (the real
+control plane every CI run starts proves kubectl's and Helm's fidelity). The API server walks the
+``Accept`` clauses by preference and serves the first it can (apiserver/pkg/endpoints/handlers/
+negotiation, goautoneg); so does the double, skipping what it does not serve: kubectl's Table list
+(``application/json;as=Table;v=v1;g=meta.k8s.io, ..., application/json``) and a typed client's
+``application/vnd.kubernetes.protobuf, */*`` get plain JSON. An ``Accept`` with no JSON clause gets
+the API server's 406 in one of its two forms: go-restful's bare one when no clause names a type the
+route produces (``text/html``), else the handler's (negotiation.NewNotAcceptableError), naming the
+one type the double serves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.kube.errors import KubeError
 
-__all__ = ["Output", "negotiate", "not_acceptable"]
+__all__ = ["NOT_ACCEPTABLE", "admits_json", "not_acceptable"]
 
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-_META = "meta.k8s.io"
-# The 1.20 server's words for an Accept it cannot meet (negotiation.NewNotAcceptableError), with
-# the double's list: it does not serve protobuf, so it does not claim it.
-ACCEPTED_TEXT = "only the following media types are accepted: application/json, application/yaml"
-
-
-@dataclass(frozen=True, slots=True)
-class Output:
-    """What to answer: JSON, YAML, or a meta.k8s.io Table (``table_version`` v1 or v1beta1)."""
-
-    format: Literal["json", "yaml", "table"] = "json"
-    table_version: str = "v1"
+# NewNotAcceptableError's words, with the double's list of what it serves.
+NOT_ACCEPTABLE = "only the following media types are accepted: application/json"
+_JSON_RANGES = (("*", "*"), ("application", "*"), ("application", "json"))
+# What kube-apiserver's routes declare they produce (go-restful's Route.Produces): an Accept naming
+# none of these, parameters aside, is refused by go-restful before any handler runs.
+_ROUTE_PRODUCES = frozenset(
+    {"*/*", "application/json", "application/yaml", "application/vnd.kubernetes.protobuf"}
+)
 
 
-@dataclass(frozen=True, slots=True)
-class _Clause:
-    type: str
-    subtype: str
-    q: float
-    params: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def specificity(self) -> int:
-        return (self.type != "*") + (self.subtype != "*")
-
-
-def _clauses(accept: str) -> list[_Clause]:
-    """goautoneg.ParseAccept: by quality, then specificity; malformed entries are skipped."""
-    out: list[_Clause] = []
-    for raw in accept.split(","):
-        parts = [p.strip() for p in raw.split(";")]
-        media, _, sub = parts[0].partition("/")
-        if not media or not sub:
-            continue
-        params: dict[str, str] = {}
-        q = 1.0
-        for part in parts[1:]:
-            key, _, value = part.partition("=")
-            if key.strip() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-            elif key.strip():
-                params[key.strip()] = value.strip()
-        out.append(_Clause(media.lower(), sub.lower(), q, params))
-    return sorted(out, key=lambda c: (-c.q, -c.specificity))
+def admits_json(accept: str | None) -> bool:
+    """Whether a clause of ``accept`` (none: ``*/*``) with a positive quality is plain JSON: a
+    JSON media range without ``as=`` (a Table or other conversion is JSON of another kind)."""
+    for raw in (accept or "*/*").split(","):
+        media, *params = (p.strip() for p in raw.split(";"))
+        kind, _, sub = media.lower().partition("/")
+        options = dict(p.partition("=")[::2] for p in params)
+        if (kind, sub) in _JSON_RANGES and "as" not in options and _quality(options.get("q")) > 0:
+            return True
+    return False
 
 
-def negotiate(accept: str | None, *, table: bool) -> Output | None:
-    """The first clause the double serves; None when none is (``table``: Tables can be served)."""
-    for clause in _clauses(accept or "*/*"):
-        if clause.q <= 0:
-            continue
-        pair = (clause.type, clause.subtype)
-        as_kind = clause.params.get("as")
-        if pair in (("application", "yaml"),) and as_kind is None:
-            return Output("yaml")
-        if pair not in (("*", "*"), ("application", "*"), ("application", "json")):
-            continue
-        if as_kind is None:
-            return Output("json")
-        version = clause.params.get("v")
-        if table and as_kind == "Table" and clause.params.get("g") == _META and version in ("v1", "v1beta1"):
-            return Output("table", version)
-    return None
+def _quality(value: str | None) -> float:
+    """goautoneg's ``q``: 1 when absent, 0 when it does not parse."""
+    if value is None:
+        return 1.0
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
 
 
-def not_acceptable(accept: str | None, what: str) -> KubeError:
-    """406 for an Accept with nothing the double serves, naming what was asked."""
-    if accept and PROTOBUF in accept:
-        message = f"the API double does not serve {PROTOBUF} (asked for {what}); {ACCEPTED_TEXT}"
-    elif accept and "as=" in accept:
-        message = f"the API double does not serve {accept} for {what}; {ACCEPTED_TEXT}"
-    else:
-        message = ACCEPTED_TEXT
-    return st.raise_status(st.make_status(406, "NotAcceptable", message))
+def not_acceptable(accept: str | None) -> KubeError:
+    """406 NotAcceptable in the API server's Status form, for an Accept with no JSON clause:
+    go-restful's (``406: Not Acceptable``, empty details) when no clause is a type the route
+    produces (Route.matchesAccept), else the handler's naming what the double serves."""
+    named = {raw.split(";")[0].strip().lower() for raw in (accept or "").split(",")}
+    if not named & _ROUTE_PRODUCES:
+        return st.raise_status(st.make_status(406, "NotAcceptable", "406: Not Acceptable", name=""))
+    return st.raise_status(st.make_status(406, "NotAcceptable", NOT_ACCEPTABLE))

@@ -2,15 +2,17 @@
 
 What a client sees follows the Kubernetes "API Concepts" document: discovery (``/version``,
 ``/api``, ``/apis``, per group-version resource lists) enough for the official client's typed and
-dynamic APIs; ``Status`` bodies on every error; ``?watch=true`` streams newline-delimited JSON
-events with ``allowWatchBookmarks`` and ``timeoutSeconds``; ``dryRun=All``; JSON merge patch,
-JSON patch, strategic merge patch (built-in kinds) and the server-side apply Helm uses. What real
-clients ask beyond JSON is negotiated (``_negotiate``: Tables, YAML; protobuf answered with the
-JSON alternative), ``/openapi/v2`` is served as 1.20 serves it, protobuf bodies of the kinds
-kubectl and Helm send are decoded, and ``Impersonate-*`` headers are honoured. What it does not
-implement it refuses explicitly: a Kubernetes resource it lacks -> 404 naming it, an Accept it
-cannot meet -> 406, verbs a resource does not serve -> 405, always with a Status message that
-says so (see docs/apidouble.md).
+dynamic APIs and our ``AioClusterClient``; ``Status`` bodies on every error; ``?watch=true``
+streams newline-delimited JSON events with ``allowWatchBookmarks`` and ``timeoutSeconds``;
+``dryRun=All``; JSON merge patch and JSON patch.
+
+It serves JSON only. kubectl's and Helm's fidelity (protobuf, Tables, YAML, OpenAPI, strategic
+merge patch, server-side apply, impersonation) is proven on the real control plane every CI run
+starts, so the double refuses those in kube-apiserver's Status form rather than imitate them: an
+Accept with no JSON clause -> 406 (``_negotiate``), a strategic-merge, apply or protobuf body ->
+415 naming what it takes, ``/openapi/v2`` and ``/openapi/v3`` -> 404 (as a server without them),
+``Impersonate-*`` -> 403, a resource it lacks -> 404, a verb a resource does not serve -> 405
+(see docs/apidouble.md). It is never more permissive than the real server.
 
 Requests authenticate with a bearer token mapped to a ``UserInfo`` (one per identity); the
 ``Frontend`` authorizes (RBAC when switched on) and runs the admission chain.
@@ -47,13 +49,7 @@ from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
 from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
 from vgpu_guard.apidouble.frontend import Frontend, Written
-from vgpu_guard.apidouble.http._apply import AppliedConfigs, server_side_apply
-from vgpu_guard.apidouble.http._impersonation import ImpersonationError, impersonated
-from vgpu_guard.apidouble.http._negotiate import PROTOBUF, Output, negotiate, not_acceptable
-from vgpu_guard.apidouble.http._openapi import openapi_v2_answer, unserved_feature
-from vgpu_guard.apidouble.http._printers import PRINTERS
-from vgpu_guard.apidouble.http._protobuf import DECODERS, ProtobufError, decode_k8s
-from vgpu_guard.apidouble.http._tables import builtin_table, crd_columns, crd_table
+from vgpu_guard.apidouble.http._negotiate import admits_json, not_acceptable
 from vgpu_guard.apidouble.http._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble.http.rbac import (
     PUBLIC_PATHS,
@@ -83,16 +79,18 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 _JSON = "application/json"
-_PATCH_TYPES: dict[str, Literal["merge", "json", "strategic"]] = {
+_PATCH_TYPES: dict[str, Literal["merge", "json"]] = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
-    "application/strategic-merge-patch+json": "strategic",
 }
-_APPLY = "application/apply-patch+yaml"
-# What the custom resource handler answers a patch type it does not take (patch.go).
-_CR_PATCH_TYPES = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
-_SERVED_DOC = "docs/apidouble.md lists what it serves"
-_CRDS = next(t for t in BUILTIN_TYPES if t.plural == "customresourcedefinitions").resource()
+# Patch types kube-apiserver takes that the double refuses: patch.go's 415 for a type outside the
+# handler's list, with the double's list (json-patch and merge-patch, in patch.go's order).
+_REFUSED_PATCH_TYPES = ("application/strategic-merge-patch+json", "application/apply-patch+yaml")
+_ACCEPTED_PATCH_TYPES = "application/json-patch+json, application/merge-patch+json"
+_UNKNOWN_FORMAT = "the body of the request was in an unknown format - accepted media types include"
+# Request bodies the double decodes; a protobuf one gets NegotiateInputSerializer's 415 with this list.
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
+_ACCEPTED_BODIES = "application/json, application/yaml"
 _MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
 
 
@@ -107,7 +105,6 @@ class DoubleServer:
     watches: set[asyncio.Task[Any]] = field(default_factory=set)
     # Connections seen, so shutdown can abort the ones a client left open (TLS keep-alive).
     transports: weakref.WeakSet[asyncio.BaseTransport] = field(default_factory=weakref.WeakSet)
-    applied: AppliedConfigs = field(default_factory=AppliedConfigs)  # server-side apply's memory
 
     @property
     def store(self) -> Store:
@@ -153,6 +150,11 @@ class _PageNotFound(Exception):
     """A path no API group handles: the API server's NotFoundHandler answers in plain text."""
 
 
+class _NotAnAPIPath(Exception):
+    """A path outside ``/api`` and ``/apis`` the double does not serve (``/openapi/v2`` among them):
+    kube-apiserver answers 404 with the index of the paths it serves (IndexLister)."""
+
+
 _BUILTIN_GROUPS = frozenset({t.group for t in BUILTIN_TYPES} | {"authorization.k8s.io"})
 
 
@@ -161,6 +163,8 @@ def _not_found_path(path: str) -> Exception:
     (the client adds the path when it prints it), "404 page not found" text in any other group
     (a CRD's group included: its handler delegates what no CRD serves)."""
     segs = [s for s in path.split("/") if s]
+    if not segs or segs[0] not in ("api", "apis"):
+        return _NotAnAPIPath(path)
     if len(segs) >= 2 and segs[0] == "apis" and segs[1] not in _BUILTIN_GROUPS:
         return _PageNotFound(path)
     return st.raise_status(
@@ -202,8 +206,8 @@ async def _body(request: web.Request, kind: str | None = None) -> Any:
     raw = await request.read()
     if not raw:
         return None
-    if ctype == PROTOBUF:
-        return _protobuf_body(raw, kind)
+    if ctype == _PROTOBUF:
+        raise st.unsupported_media_type(f"{_UNKNOWN_FORMAT}: {_ACCEPTED_BODIES}")
     if kind is not None and ctype not in ("application/yaml", "application/x-yaml"):
         try:
             body = go_json_loads(raw)
@@ -227,21 +231,6 @@ async def _body(request: web.Request, kind: str | None = None) -> Any:
         raise st.bad_request(f"the request body could not be decoded as {ctype or 'JSON'}: {e}") from e
 
 
-def _protobuf_body(raw: bytes, kind: str | None) -> Any:
-    """A protobuf body of a kind the double decodes (``_protobuf.DECODERS``), else 415 naming it."""
-    try:
-        body = decode_k8s(raw)
-    except (ProtobufError, UnicodeDecodeError) as e:
-        raise st.bad_request(f"the request body is not a Kubernetes protobuf object: {e}") from e
-    if body is None:
-        what = f" for {kind}" if kind else ""
-        raise st.unsupported_media_type(
-            f"the API double does not serve {PROTOBUF} request bodies{what} (it decodes "
-            f"{', '.join(sorted(DECODERS))}): send application/json or application/yaml"
-        )
-    return body
-
-
 def _unrecognized(kind: str, why: str, raw: bytes) -> str:
     """transformDecodeError without a kind in the body; the body summarised (summarizeData, 30)."""
     if raw[:1] == b"{":
@@ -252,10 +241,21 @@ def _unrecognized(kind: str, why: str, raw: bytes) -> str:
 
 
 def _user(server: DoubleServer, request: web.Request) -> UserInfo:
-    """Who the request acts as: the bearer token's identity, or whom it may impersonate."""
-    authorizer = server.frontend.authorizer
-    rbac = authorizer if isinstance(authorizer, RBACAuthorizer) else None
-    return impersonated(request.headers, _authenticated(server, request), rbac)
+    """Who the request acts as: the bearer token's identity. The double does not impersonate:
+    acting as the caller instead would grant what the real server would refuse, so a request
+    naming an ``Impersonate-*`` header is refused (403, Forbidden, naming the header)."""
+    user = _authenticated(server, request)
+    asked = sorted({h for h in request.headers if h.lower().startswith("impersonate-")})
+    if asked:
+        raise st.raise_status(
+            st.make_status(
+                403,
+                "Forbidden",
+                f"the API double does not serve impersonation ({', '.join(asked)}): "
+                "kubectl --as needs the real backend (vgpu-guard sandbox --build)",
+            )
+        )
+    return user
 
 
 def _authenticated(server: DoubleServer, request: web.Request) -> UserInfo:
@@ -369,18 +369,20 @@ def _groups(store: Store) -> list[Obj]:
     return out
 
 
+def _served_paths(store: Store) -> list[str]:
+    """The index of what the double serves, as kube-apiserver lists its paths on a 404."""
+    groups = [f"/apis/{g['name']}" for g in _groups(store)]
+    versions = [f"/apis/{v['groupVersion']}" for g in _groups(store) for v in g["versions"]]
+    fixed = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
+    return sorted([*fixed, *groups, *versions])
+
+
 async def _discovery(request: web.Request, server: DoubleServer) -> web.Response | None:
     path = request.path.rstrip("/")
     if path == "/version":
         return _json_response(KUBE_VERSION)
     if path in ("/healthz", "/livez", "/readyz"):
         return web.Response(text="ok")
-    if path == "/openapi/v2":
-        code, ctype, data = openapi_v2_answer(request.headers.get("Accept"), server.store.types())
-        resp = web.Response(body=data, status=code, headers={"Vary": "Accept"})
-        if ctype:
-            resp.content_type = ctype
-        return resp
     if path == "/api":
         return _json_response(
             {
@@ -428,21 +430,16 @@ async def handle(request: web.Request) -> web.StreamResponse:
             raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
         try:
             target = _parse_target(server.store, request.path)
-        except (KubeError, _PageNotFound):
+        except (KubeError, _PageNotFound, _NotAnAPIPath):
             _authorize_unserved(request, server, user)  # authorization comes before routing: 403
-            feature = unserved_feature(request.path)
-            if feature is not None:  # a real resource the double lacks: say so, by name
-                raise st.raise_status(
-                    st.make_status(404, "NotFound", f"the API double does not serve {feature}; {_SERVED_DOC}")
-                ) from None
             raise
-        output = _output(request, target)
-        return _render(request, server, target, output, await _dispatch(request, server, user, target))
+        if not admits_json(request.headers.get("Accept")):
+            raise not_acceptable(request.headers.get("Accept"))
+        return await _dispatch(request, server, user, target)
     except _PageNotFound:
         return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
-    except ImpersonationError as e:
-        text = f'Internal Server Error: "{request.path}": {e}\n'
-        return web.Response(status=500, text=text, content_type="text/plain")
+    except _NotAnAPIPath:
+        return _json_response({"paths": _served_paths(server.store)}, status=404)
     except KubeError as e:
         return _error_response(e)
     except web.HTTPException:
@@ -450,47 +447,6 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except Exception as e:  # never let one bad request take the server down
         log.exception("API double: unexpected error on %s %s", request.method, request.path_qs)
         return _status_response(st.make_status(500, "InternalError", f"Internal error occurred: {e!r}"))
-
-
-def _output(request: web.Request, t: _Target) -> Output:
-    """What the Accept header allows (Tables for reads of custom resources, pods, nodes and
-    namespaces); 406 if nothing."""
-    reading = request.method == "GET" and request.query.get("watch") not in ("true", "1")
-    printable = t.info.crd_name is not None or t.info.api_key in PRINTERS
-    accept = request.headers.get("Accept")
-    output = negotiate(accept, table=reading and printable and t.subresource == "")
-    if output is None:
-        raise not_acceptable(accept, t.info.plural if not t.info.group else f"{t.info.plural}.{t.info.group}")
-    return output
-
-
-def _render(
-    request: web.Request, server: DoubleServer, t: _Target, output: Output, resp: web.StreamResponse
-) -> web.StreamResponse:
-    """A successful JSON answer in the negotiated form (YAML, or a Table)."""
-    if (
-        output.format == "json"
-        or not isinstance(resp, web.Response)
-        or resp.status >= 300
-        or resp.text is None
-    ):
-        return resp
-    body = json.loads(resp.text)
-    warnings = resp.headers.getall("Warning", [])
-    include = request.query.get("includeObject") or "Metadata"
-    if output.format == "table" and t.info.crd_name is not None:
-        crd = server.store.get(_CRDS, t.info.crd_name)
-        columns = crd_columns(crd, t.version)
-        table = crd_table(body, columns, version=output.table_version, include=include)
-        return _json_response(table, status=resp.status, warnings=warnings)
-    if output.format == "table":
-        table = builtin_table(body, t.info.api_key, version=output.table_version, include=include)
-        return _json_response(table, status=resp.status, warnings=warnings)
-    text = yaml.safe_dump(body, sort_keys=False)
-    out = web.Response(text=text, status=resp.status, content_type="application/yaml")
-    for warning in warnings:
-        out.headers.add("Warning", warning)
-    return out
 
 
 def _authorize_unserved(request: web.Request, server: DoubleServer, user: UserInfo) -> None:
@@ -609,11 +565,8 @@ async def _patch(
     """A patch of a named object in one of the patch types the server accepts for its kind."""
     assert t.name is not None
     ctype = request.content_type
-    if ctype == _APPLY:
-        return await _apply(request, server, user, t, dry_run)
-    if t.info.crd_name is not None and _PATCH_TYPES.get(ctype) in (None, "strategic"):
-        unknown = "the body of the request was in an unknown format - accepted media types include"
-        raise st.unsupported_media_type(f"{unknown}: {_CR_PATCH_TYPES}")
+    if ctype in _REFUSED_PATCH_TYPES or (t.info.crd_name is not None and ctype not in _PATCH_TYPES):
+        raise st.unsupported_media_type(f"{_UNKNOWN_FORMAT}: {_ACCEPTED_PATCH_TYPES}")
     if ctype not in _PATCH_TYPES:
         # go-restful refuses the content type before any handler runs.
         raise st.raise_status(
@@ -652,30 +605,6 @@ async def _delete_one(
         dry_run=dry_run,
     )
     return _json_response(_deleted(t.info, out.object), warnings=out.warnings)
-
-
-async def _apply(
-    request: web.Request, server: DoubleServer, user: UserInfo, t: _Target, dry_run: bool
-) -> web.Response:
-    """Server-side apply (``_apply.py``: the subset Helm v4 uses) of a named object; not of a
-    subresource."""
-    if t.subresource or t.name is None:  # collections never get here (405 before)
-        raise st.unsupported_media_type(
-            f"the API double does not serve server-side apply to {t.info.plural}/{t.subresource}: "
-            "use application/merge-patch+json or application/json-patch+json"
-        )
-    out, created = await server_side_apply(
-        server.frontend,
-        t.info.resource(t.version),
-        t.name,
-        await request.read(),
-        namespace=t.namespace,
-        field_manager=request.query.get("fieldManager"),
-        user=user,
-        dry_run=dry_run,
-        memory=server.applied,
-    )
-    return _json_response(out.object, status=201 if created else 200, warnings=out.warnings)
 
 
 # Kinds whose registry sets ReturnDeletedObject (and CRDs, which keep a cleanup finalizer on the
