@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client import V1ObjectMeta, V1ValidatingWebhook
 
@@ -340,3 +341,60 @@ def test_scope_lines_say_which_pods_reach_the_webhook() -> None:
         "labelled vgpu-guard.io/admission=enabled reach the pod webhooks",
         "labelled:   default (`kubectl label namespace NAME vgpu-guard.io/admission=enabled` opts in another)",
     ]
+
+
+async def test_the_doubles_kubectl_line_is_what_kubectl_does(tmp_path: Path) -> None:
+    """Each claim of the ``kubectl:`` line the sandbox prints on the double, run with the real
+    kubectl against the API double: what it says works exits 0, what it says needs the real
+    backend exits 1 with the double's refusal."""
+    from tests.e2e.clients import Kubectl
+    from vgpu_guard.apidouble import serve_double
+    from vgpu_guard.cli.sandbox_settings import DOUBLE_KUBECTL
+
+    assert DOUBLE_KUBECTL.startswith(
+        "kubectl:    get (NAME and AGE columns only), describe, wait, label, annotate"
+    )
+    pod = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                          "spec": {"containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
+    config_map = yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
+    changed_map = yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
+    )
+    async with serve_double(tmp_path) as api:
+        kubectl = Kubectl(api.kubeconfig, tmp_path / "cache")
+        works = [
+            await kubectl("create", "-f", "-", "--validate=false", stdin=pod),
+            await kubectl("apply", "-n", "default", "-f", "-", "--validate=false", stdin=config_map),
+            got := await kubectl("get", "pods", "-n", "default"),
+            await kubectl("describe", "pod", "p", "-n", "default"),
+            await kubectl("label", "pod", "p", "-n", "default", "tier=gpu"),
+            await kubectl("annotate", "pod", "p", "-n", "default", "note=x"),
+            await kubectl("wait", "pod/p", "-n", "default", "--for=jsonpath={.metadata.labels.tier}=gpu"),
+            await kubectl("delete", "pod", "p", "-n", "default", "--wait=false"),
+        ]
+        refused = {
+            "UnsupportedMediaType": await kubectl(
+                "apply", "-n", "default", "-f", "-", "--validate=false", stdin=changed_map
+            ),
+            "failed to download openapi": await kubectl(
+                "apply", "-n", "default", "-f", "-", stdin=config_map
+            ),
+            "the server could not find the requested resource": await kubectl("explain", "pods"),
+            "unknown format": await kubectl("create", "namespace", "x"),
+            "does not serve impersonation": await kubectl("get", "pods", "--as", "bob"),
+        }
+    assert [run.code for run in works] == [0] * len(works), [run.transcript() for run in works]
+    assert got.stdout.split("\n")[0].split() == ["NAME", "AGE"], got.transcript()
+    for words, run in refused.items():
+        assert run.code == 1 and words in run.stderr, (words, run.transcript())
+
+
+def test_only_the_double_prints_the_kubectl_line() -> None:
+    from vgpu_guard.cli.sandbox_settings import DOUBLE_KUBECTL, settings_from
+
+    settings = settings_from(None, volcano_model=False, volcano_version="1.16", stale_cache=False)
+    double = settings.banner(real=False, with_guard=True)
+    assert double[-1] == DOUBLE_KUBECTL and double[-2].startswith("mode:       routing")
+    assert DOUBLE_KUBECTL not in settings.banner(real=True, with_guard=True)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert f"\n{DOUBLE_KUBECTL}\n" in readme  # the README's example of the double's lines

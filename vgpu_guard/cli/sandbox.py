@@ -8,7 +8,8 @@ Two backends, one interface (a kubeconfig and the same commands):
   nodes have no kubelet, so the sandbox keeps every Node's Ready condition fresh (the node
   lifecycle controller would otherwise mark them NotReady after 40 s and taint them).
 - ``double``: the API double (``vgpu_guard.apidouble``) in memory, the fallback when no build is
-  cached. RBAC is off (every token may do everything).
+  cached. RBAC is off (every token may do everything). It serves JSON only, for API clients: its
+  ``kubectl:`` line says which kubectl commands work there (``sandbox_settings.DOUBLE_KUBECTL``).
 
 The first line printed names the backend and, for the double, why; the next ones what runs and what
 does not, and the mode (cli/sandbox_settings.py). With ``--with-guard`` the sandbox also runs our

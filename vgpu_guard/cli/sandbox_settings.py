@@ -13,7 +13,9 @@
   ``schedulerName: volcano`` get Volcano's binds (``--volcano-version``'s writes). It uses the
   sandbox's admin kubeconfig (``system:masters``, an allocation writer, as Volcano's ServiceAccount is).
 
-``banner`` is what the sandbox prints right after its first line: what runs and what does not.
+``banner`` is what the sandbox prints right after its first line: what runs and what does not,
+and on the double which kubectl commands work (it serves JSON only: no OpenAPI, Tables, strategic
+merge patch, protobuf bodies or impersonation; docs/apidouble.md).
 """
 
 from __future__ import annotations
@@ -27,7 +29,17 @@ from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.volcano.binder import VolcanoVersion, parse_version
 
-__all__ = ["SandboxSettings", "SettingsError", "settings_from"]
+__all__ = ["DOUBLE_KUBECTL", "SandboxSettings", "SettingsError", "settings_from"]
+
+# What kubectl 1.32 does against the double, as tried: it validates with OpenAPI (absent), updates
+# built-in objects with strategic merge patch (refused, 415), creates from generators with protobuf
+# bodies (415) and impersonates with --as (403); what stays is JSON reads and writes.
+DOUBLE_KUBECTL = (
+    "kubectl:    get (NAME and AGE columns only), describe, wait, label, annotate, delete, and "
+    "create/apply -f FILE --validate=false of objects that do not exist yet work; kubectl apply of "
+    "existing built-in objects, explain, create <kind>, --as and Helm need the real backend "
+    "(vgpu-guard sandbox --build)"
+)
 
 
 class SettingsError(Exception):
@@ -74,7 +86,8 @@ class SandboxSettings:
         )
 
     def banner(self, *, real: bool, with_guard: bool) -> list[str]:
-        """What runs and what does not, in two lines (and the mode when vgpu-guard runs)."""
+        """What runs and what does not, in two lines (and the mode when vgpu-guard runs; on the
+        double, which kubectl commands work)."""
         runs = ["kube-apiserver, kube-controller-manager, kube-scheduler, etcd" if real else "the API double"]
         if with_guard:
             runs.append("vgpu-guard's webhook and controller, a device-plugin stand-in (bind-phase=success)")
@@ -99,7 +112,9 @@ class SandboxSettings:
         if not with_guard:
             missing.append("vgpu-guard (--with-guard runs it)")
         lines = [f"runs:       {'; '.join(runs)}", f"not run:    {'; '.join(missing)}"]
-        return [*lines, self.mode_line()] if with_guard else lines
+        if with_guard:
+            lines.append(self.mode_line())
+        return lines if real else [*lines, DOUBLE_KUBECTL]
 
 
 def settings_from(
