@@ -96,9 +96,8 @@ class RawClient:
         accept: str = "application/json",
         query: dict[str, str] | None = None,
         seconds: float = 30.0,
-        headers: dict[str, str] | None = None,
     ) -> Reply:
-        headers = {"Accept": accept, **(headers or {})}
+        headers = {"Accept": accept}
         body: bytes | str | None = data
         if json_body is not None:
             body = json.dumps(json_body)

@@ -2,16 +2,14 @@
 
 The API server answers many malformed requests with the text of the Go error it hit: a continue
 token that is not base64 (``encoding/base64``), a body or token that is not JSON
-(``encoding/json``), a resourceVersion that is not a number (``strconv``), values printed with
-``%v`` or ``%#v`` (``fmt``). Clients do not parse these texts, but people read them and the
+(``encoding/json``), a resourceVersion that is not a number (``strconv``), strings printed with
+``%q`` or ``%#v`` (``fmt``). Clients do not parse these texts, but people read them and the
 contract suite compares them, so the double writes them the same way.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from decimal import Decimal
 from typing import Any
 
 __all__ = [
@@ -20,7 +18,6 @@ __all__ = [
     "go_json_loads",
     "go_path_clean",
     "go_quote",
-    "go_sprint",
     "go_string_slice",
     "json_kind",
     "parse_uint_error",
@@ -64,43 +61,6 @@ def go_quote(text: str) -> str:
 def go_string_slice(values: list[str]) -> str:
     """``%#v`` of a ``[]string``: ``[]string{"a", "b"}``."""
     return "[]string{" + ", ".join(go_quote(v) for v in values) + "}"
-
-
-def go_sprint(value: Any) -> str:
-    """``%v`` of a decoded JSON value (``map[string]interface{}`` prints its keys sorted)."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{go_sprint(value[k])}" for k in sorted(value)) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(go_sprint(v) for v in value) + "]"
-    if isinstance(value, int | float):
-        return _format_g(float(value))
-    return str(value)
-
-
-def _format_g(number: float) -> str:
-    """``strconv.FormatFloat(f, 'g', -1, 64)``: shortest digits, exponent form from 1e+06 up."""
-    if number == 0:
-        return "0"
-    if math.isnan(number) or math.isinf(number):
-        return {"nan": "NaN", "inf": "+Inf", "-inf": "-Inf"}[repr(number)]
-    sign, digits, exponent = Decimal(repr(number)).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    text = "".join(map(str, digits))
-    point = len(text) + exponent  # digits before the decimal point
-    exp = point - 1
-    out = "-" if sign else ""
-    if exp < -4 or exp >= 6:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{out}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{out}0.{'0' * -point}{text}"
-    if point >= len(text):
-        return out + text + "0" * (point - len(text))
-    return f"{out}{text[:point]}.{text[point:]}"
 
 
 def parse_uint_error(text: str) -> str | None:
