@@ -4,8 +4,6 @@ against both.
 
     store            Store with FakeClock (fake_clock), watch window 50
     double           RunningDouble serving ``store`` over HTTPS (url, kubeconfig, tokens)
-    aio_client       AioClusterClient loaded from the double's kubeconfig
-    memory_client    MemoryClusterClient on ``store`` (bookmarks every 50 ms)
     client           parametrised: each test runs once per adapter ("memory", "aio")
     sync_api         the official *sync* kubernetes ApiClient for the double (use in a thread)
 """
@@ -53,18 +51,6 @@ def store(fake_clock: FakeClock) -> Store:
 async def double(store: Store, tmp_path: Path) -> AsyncIterator[RunningDouble]:
     async with serve_double(tmp_path, store=store, bookmark_interval=0.05) as api:
         yield api
-
-
-@pytest.fixture
-async def aio_client(double: RunningDouble) -> AsyncIterator[AioClusterClient]:
-    c = await AioClusterClient.from_kubeconfig(str(double.kubeconfig), request_timeout=10)
-    yield c
-    await c.close()
-
-
-@pytest.fixture
-def memory_client(store: Store) -> MemoryClusterClient:
-    return MemoryClusterClient(store, bookmark_interval=0.05)
 
 
 @pytest.fixture(params=["memory", "aio"])

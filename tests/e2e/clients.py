@@ -126,11 +126,6 @@ def assert_golden(name: str, actual: str) -> None:
     assert actual == path.read_text(), f"output differs from {path}:\n{actual}"
 
 
-def kubectl_version_line() -> str:
-    """The client version the golden files were written with (``golden/KUBECTL_VERSION``)."""
-    return (GOLDEN / "KUBECTL_VERSION").read_text().strip()
-
-
 # -- Helm -----------------------------------------------------------------------------------------
 CHART = REPO / "manifests" / "charts" / "vgpu-guard"
 
@@ -184,6 +179,5 @@ __all__ = [
     "Run",
     "assert_golden",
     "kubectl_binary",
-    "kubectl_version_line",
     "normalise",
 ]

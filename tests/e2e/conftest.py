@@ -16,7 +16,6 @@ the processes, the chart's objects and the nodes), each story's in its fixture.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -200,10 +199,6 @@ def plain_pod(name: str, annotations: dict[str, str] | None = None) -> Obj:
         "metadata": {"name": name, "labels": {SUITE_LABEL: "e2e"}, "annotations": dict(annotations or {})},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }
-
-
-def ca_bundle(guard: Guard) -> str:
-    return base64.b64encode(guard.ca_pem).decode()
 
 
 async def new_namespace(guard: Guard, api: AioClusterClient, *, opt_in: bool = True) -> str:
