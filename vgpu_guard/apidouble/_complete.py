@@ -182,6 +182,16 @@ def _status_strategy(info: TypeInfo, obj: Obj, old: Obj) -> None:
     obj.update(new)
 
 
+def _name_cause(field: str, value: str, what: str, hint: str, pattern: str) -> Cause:
+    """The API server's refusal of a name (or generateName prefix) outside the kind's name rule."""
+    msg = (
+        f'{field}: Invalid value: "{value}": a lowercase {what} must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
+        f"(e.g. {hint}, regex used for validation is '{pattern}')"
+    )
+    return Cause("FieldValueInvalid", field, msg)
+
+
 def _validate_meta(info: TypeInfo, obj: Obj) -> _Causes:
     """ValidateObjectMeta's name, generateName and label checks, in the kind's name rule."""
     meta = meta_of(obj)
@@ -202,19 +212,9 @@ def _validate_meta(info: TypeInfo, obj: Obj) -> _Causes:
         # drops two characters for it, as the Go code does).
         masked = prefix[:-2] + "a" if prefix.endswith("-") else prefix
         if len(masked) > limit or not re.fullmatch(pattern, masked):
-            msg = (
-                f'metadata.generateName: Invalid value: "{prefix}": a lowercase {what} must consist of '
-                "lower case alphanumeric characters, '-' or '.', and must start and end with an "
-                f"alphanumeric character (e.g. {hint}, regex used for validation is '{pattern}')"
-            )
-            causes.append(Cause("FieldValueInvalid", "metadata.generateName", msg))
+            causes.append(_name_cause("metadata.generateName", prefix, what, hint, pattern))
     if len(name) > limit or not re.fullmatch(pattern, name):
-        msg = (
-            f'metadata.name: Invalid value: "{name}": a lowercase {what} must consist of lower case '
-            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
-            f"(e.g. {hint}, regex used for validation is '{pattern}')"
-        )
-        causes.append(Cause("FieldValueInvalid", "metadata.name", msg))
+        causes.append(_name_cause("metadata.name", name, what, hint, pattern))
     for key, value in (meta.get("labels") or {}).items():
         try:
             LabelSelector.parse(f"{key}={value}") if value else LabelSelector.parse(key)
