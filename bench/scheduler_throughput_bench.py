@@ -477,15 +477,17 @@ def during_bursts(side: Side, bursts: list[tuple[float, float]]) -> dict[str, An
         return None
     waits.sort(key=lambda w: w[1] - w[0])
     tail = waits[-max(1, len(waits) // 100) :]
+    # Only this side's bursts: the fleet's list spans the whole run (10 a second when spread).
+    first, last = min(c for c, _ in waits), max(b for _, b in waits)
+    bursts = [(s, e) for s, e in bursts if s <= last and first <= e]
 
     def share(group: list[tuple[float, float]]) -> float:
         hit = sum(1 for c, b in group if any(s <= b and c <= e for s, e in bursts))
         return round(hit / len(group), 3)
 
-    start = min(c for c, _ in waits)
     # When the slowest were created (s from the first create), sorted: one stall shows as a run of
     # neighbours, scattered ones as a spread.
-    at = sorted(round(c - start, 1) for c, _ in tail)
+    at = sorted(round(c - first, 1) for c, _ in tail)
     return {"all": share(waits), "slowest_1pct": share(tail), "slowest_created_s": at}
 
 
