@@ -304,6 +304,11 @@ class CachedInputs:
         for informer in (self.claims, self.volumes, self.namespaces):
             informer.add_handler(self._on_other)  # a claim bound, a namespace relabelled: decide again
         self._ledger_overlay: dict[str, tuple[float, Obj]] = {}
+        # Ledgers the informer saw deleted: name -> (when, the deletion's resourceVersion). Our
+        # write's answer can be handled after the watch delivered a later DELETE of the same
+        # ledger; without this the copy would bring it back until its TTL, and every write of that
+        # node would meet 404 and end the pass (other nodes starved meanwhile).
+        self._ledger_deleted: dict[str, tuple[float, int]] = {}
         self._pod_overlay: dict[str, tuple[float, Obj]] = {}
         self._changed_pods: set[Key] | None = None  # None until the first read: compare all
         self._changed_ledgers: set[str] | None = None
@@ -331,10 +336,13 @@ class CachedInputs:
         ours = self._ledger_overlay.get(_name(event.object))
         if event.type != "DELETED" and ours is not None and _rv_number(ours[1]) == _rv_number(event.object):
             return  # the echo of our own write
-        if event.type == "DELETED" and ours is not None and _rv_number(event.object) >= _rv_number(ours[1]):
-            # Deleted after our write: the overlay must not bring it back until its TTL (every
-            # write of that node would meet 404 meanwhile).
-            del self._ledger_overlay[_name(event.object)]
+        if event.type == "DELETED":
+            self._ledger_deleted[_name(event.object)] = (self._clock(), _rv_number(event.object))
+            if ours is not None and _rv_number(event.object) >= _rv_number(ours[1]):
+                # Deleted after our write: the overlay must not bring it back until its TTL.
+                del self._ledger_overlay[_name(event.object)]
+        else:
+            self._ledger_deleted.pop(_name(event.object), None)
         self.changed.set()
 
     def _on_node(self, event: InformerEvent) -> None:
@@ -410,7 +418,9 @@ class CachedInputs:
     def wrote_ledger(self, obj: Obj) -> None:
         # Kept as the cache keeps ledgers (decoded once, no raw entries): when the informer
         # delivers the same version, World keeps this object, so a raw one would stay for good.
-        self._ledger_overlay[_name(obj)] = (self._clock(), cached_ledger(obj))
+        deleted = self._ledger_deleted.get(_name(obj))
+        if deleted is None or deleted[1] < _rv_number(obj):
+            self._ledger_overlay[_name(obj)] = (self._clock(), cached_ledger(obj))
         if self._changed_ledgers is not None:
             self._changed_ledgers.add(_name(obj))
 
@@ -425,6 +435,9 @@ class CachedInputs:
     def _ledgers(self, now: float) -> Mapping[str, Obj]:
         """The informer's ledgers with our own writes laid over them (no copy of the cache)."""
         current = ByName(self.cluster.ledgers.items)
+        for name, (stamp, _) in list(self._ledger_deleted.items()):
+            if now - stamp > OVERLAY_TTL_SECONDS:
+                del self._ledger_deleted[name]  # no answer of ours can be that late
         overlay: dict[str, Obj] = {}
         for name, (stamp, ours) in list(self._ledger_overlay.items()):
             seen = current.get(name)

@@ -262,3 +262,22 @@ async def test_a_ledger_we_wrote_and_someone_deleted_is_not_brought_back_by_our_
         await client.delete(LEDGERS, "a")
         await until(lambda: ("", "a") not in inputs.cluster.ledgers.items)
         assert "a" not in (await inputs.read(cluster.config)).ledgers
+
+
+async def test_a_write_answered_after_the_informer_saw_its_ledger_deleted_brings_nothing_back() -> None:
+    """The race the e2e suite met on kube-apiserver 1.20.2: our PUT succeeded, a story deleted the
+    ledger, and the watch's DELETE was handled before our write's answer. The copy of a version
+    older than a deletion the informer saw must not stand in (it did, for OVERLAY_TTL_SECONDS:
+    every write of that node met 404, each ended the pass, and no other node's pod was bound)."""
+    cluster = Cluster([gpu_node("a", 1)])
+    client = MemoryClusterClient(cluster.store)
+    inputs = CachedInputs(client)
+    async with running(inputs):
+        written = await client.create(LEDGERS, encode_ledger(NodeLedger(node="a")))
+        await client.delete(LEDGERS, "a")
+        await until(lambda: ("", "a") not in inputs.cluster.ledgers.items)
+        inputs.wrote_ledger(written)  # the answer handled after the DELETE
+        assert "a" not in (await inputs.read(cluster.config)).ledgers
+        recreated = await client.create(LEDGERS, encode_ledger(NodeLedger(node="a")))
+        inputs.wrote_ledger(recreated)  # a later version is ours again at once
+        assert "a" in (await inputs.read(cluster.config)).ledgers
