@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "BINDINGS",
     "CRDS",
     "EVENTS",
     "GANG_PLACEMENTS",
@@ -69,6 +70,10 @@ PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume",
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+# The legacy door to pods/binding: POST /api/v1/namespaces/NS/bindings with a Binding names its pod
+# in metadata.name (create only; kube-apiserver's LegacyBindingREST, pkg/registry/core/pod/storage/
+# storage.go). Admission and RBAC see resource "bindings", not pods/binding: ``create(BINDINGS, ...)``.
+BINDINGS = Resource("", "v1", "bindings", "Binding", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
