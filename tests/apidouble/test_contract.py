@@ -743,7 +743,7 @@ def test_dry_run_persists_nothing(store: Store) -> None:
 def test_shorter_grace_period_moves_the_deletion_timestamp(store: Store, fake_clock: FakeClock) -> None:
     # registry/rest/delete.go BeforeDelete: a second delete may only shorten the grace period.
     store.create(PODS, pod("p"))
-    store.bind("default", "p", {"target": {"name": "n"}})
+    store.bind("default", "p", {"metadata": {"name": "p"}, "target": {"name": "n"}})
     store.delete(PODS, "p", namespace="default")
     fake_clock.advance(5)
     again = store.delete(PODS, "p", namespace="default", grace_period_seconds=60)

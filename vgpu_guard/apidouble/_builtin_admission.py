@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._pods import mount_service_account
+from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._table import ObjectTable
 from vgpu_guard.apidouble._types import TypeInfo
 from vgpu_guard.apidouble._values import Obj, meta_of
@@ -27,19 +28,25 @@ class BuiltinAdmission:
     def __init__(self, table: ObjectTable):
         self._table = table
 
-    def namespace_lifecycle(self, ns: str, info: TypeInfo, name: str) -> None:
-        """NamespaceLifecycle admission: no objects in missing or terminating namespaces."""
+    def namespace_lifecycle(self, ns: str, info: TypeInfo, name: str, *, plural: str = "") -> None:
+        """NamespaceLifecycle admission: no objects in missing or terminating namespaces.
+
+        ``plural``: the resource the request names when it is not ``info``'s (``bindings``)."""
         space = self._table.objects[("", "namespaces")].get(("", ns))
         if space is None:
             raise st.not_found("", "namespaces", ns)
         if (space.get("metadata") or {}).get("deletionTimestamp"):
-            raise st.forbidden(
-                f'{st.qualified(info.group, info.plural)} "{name}" is forbidden: unable to create new '
-                f"content in namespace {ns} because it is being terminated",
-                group=info.group,
-                plural=info.plural,
-                name=name,
+            plural = plural or info.plural
+            message = (
+                f'{st.qualified(info.group, plural)} "{name}" is forbidden: unable to create new '
+                f"content in namespace {ns} because it is being terminated"
             )
+            # lifecycle/admission.go adds the cause clients look for (NamespaceTerminatingCause).
+            cause = Cause("NamespaceTerminating", "metadata.namespace", f"namespace {ns} is being terminated")
+            status = st.make_status(
+                403, "Forbidden", message, name=name, group=info.group, kind=plural, causes=[cause]
+            )
+            raise st.raise_status(status)
 
     def service_account(self, ns: str, pod: Obj) -> None:
         """The ServiceAccount admission plugin: a pod names an account (``default`` unless set)

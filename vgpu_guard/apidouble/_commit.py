@@ -11,11 +11,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._binding import binding_pod_name, bound_pod, check_bindable
 from vgpu_guard.apidouble._builtin_admission import BuiltinAdmission
 from vgpu_guard.apidouble._complete import Completer
 from vgpu_guard.apidouble._controllers import Controllers
 from vgpu_guard.apidouble._decoding import CRDS
-from vgpu_guard.apidouble._pending import Pending, RetryWrite, check_delete_preconditions, uid_mismatch
+from vgpu_guard.apidouble._pending import Pending, RetryWrite, check_delete_preconditions
 from vgpu_guard.apidouble._pods import graceful_seconds
 from vgpu_guard.apidouble._table import ObjectTable
 from vgpu_guard.apidouble._types import TypeInfo
@@ -38,12 +39,13 @@ class Committer:
     def commit(self, pending: Pending) -> Obj:
         """Persist (unless dry run) and emit events; returns what the client receives.
 
-        For pods/binding the answer is a Status Success (code 201). Raises ``RetryWrite`` when an
-        unconditional write lost a race against another write since ``prepare_*``."""
+        For a bind (pods/binding or bindings) the answer is a Status Success (code 201). Raises
+        ``RetryWrite`` when an unconditional write lost a race against another write since
+        ``prepare_*``."""
         self._table.expire_events()
         self._completer.complete(pending)
         info = pending.info
-        if pending.subresource == "binding":
+        if pending.binds:
             return self._commit_bind(pending)
         storage = info.schemas.get(info.versions[0])
         if pending.object is not None and storage is not None and pending.version != info.versions[0]:
@@ -145,51 +147,18 @@ class Committer:
         return self._table.present(info, gone, info.versions[0])
 
     def _commit_bind(self, pending: Pending) -> Obj:
-        """pods/binding: the pod gets its node and a PodScheduled condition (a 201 Status)."""
+        """A bind through either door: the pod gets its node, the Binding's annotations and a
+        PodScheduled condition; the answer is a 201 Status (``_binding``)."""
         table = self._table
-        current = table.objects[("", "pods")].get((pending.namespace, pending.name))
-        if current is None:
-            raise st.not_found("", "pods", pending.name)
-        _check_bindable(pending, current)
+        current = table.objects[("", "pods")].get((pending.namespace, binding_pod_name(pending)))
+        check_bindable(pending, current)
         if pending.dry_run:
             return st.success(201)
-        binding = pending.object or {}
-        pod = deep_copy(current)
-        pod.setdefault("spec", {})["nodeName"] = binding["target"]["name"]
-        annotations = (binding.get("metadata") or {}).get("annotations") or {}
-        if annotations:
-            meta_of(pod).setdefault("annotations", {}).update(
-                {str(k): str(v) for k, v in annotations.items()}
-            )
-        status = pod.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": format_time(table.clock()),
-            }
+        assert current is not None and pending.object is not None
+        table.put(
+            pending.info, "MODIFIED", bound_pod(current, pending.object, format_time(table.clock())), current
         )
-        status["conditions"] = conditions
-        table.put(pending.info, "MODIFIED", pod, current)
         return st.success(201)
-
-
-def _check_bindable(pending: Pending, current: Obj) -> None:
-    """A pod is bound once, while not being deleted, and only if the uid precondition holds."""
-    uid = pending.precondition_uid
-    if uid and uid != current["metadata"].get("uid"):
-        raise st.conflict("", "pods", pending.name, uid_mismatch(uid, current))
-    if current["metadata"].get("deletionTimestamp"):
-        # assignPod turns any plain error of the update into a Conflict on pods/binding.
-        why = f"pod {pending.name} is being deleted, cannot be assigned to a host"
-        raise st.conflict("", "pods/binding", pending.name, why)
-    node = (current.get("spec") or {}).get("nodeName")
-    if node:
-        raise st.conflict(
-            "", "pods/binding", pending.name, f'pod {pending.name} is already assigned to node "{node}"'
-        )
 
 
 def _without_rv(obj: Obj) -> Obj:

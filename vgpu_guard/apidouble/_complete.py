@@ -12,6 +12,7 @@ import re
 import uuid
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._binding import check_binding
 from vgpu_guard.apidouble._decoding import CRDS, redecode
 from vgpu_guard.apidouble._gotext import go_string_slice
 from vgpu_guard.apidouble._pending import Pending
@@ -44,8 +45,8 @@ class Completer:
         if pending.operation == "DELETE" or obj is None:
             pending.completed = True
             return
-        if pending.subresource == "binding":
-            _validate_binding(obj)
+        if pending.binds:
+            check_binding(pending)
             pending.completed = True
             return
         # Mutating webhooks may have changed anything: decode again (prune + default).
@@ -115,22 +116,6 @@ class Completer:
             obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             obj["status"] = {"phase": "Active"}
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
-
-
-def _validate_binding(obj: Obj) -> None:
-    """A Binding's target must be a named Node (BindingREST.Create's own checks)."""
-    target: Obj = obj["target"] if isinstance(obj.get("target"), dict) else {}
-    causes: _Causes = []
-    if target.get("kind") not in (None, "", "Node"):
-        kind = target.get("kind")
-        msg = f'target.kind: Unsupported value: "{kind}": supported values: "Node", "<empty>"'
-        causes.append(Cause("FieldValueNotSupported", "target.kind", msg))
-    if not target.get("name"):
-        causes.append(Cause("FieldValueRequired", "target.name", "target.name: Required value"))
-    if causes:
-        # BindingREST.Create returns errs.ToAggregate(), a plain error: 500 without a reason.
-        texts = [c.message for c in causes]
-        raise st.internal(texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]")
 
 
 def _prepare_for_update(pending: Pending, obj: Obj, old: Obj) -> None:

@@ -33,8 +33,8 @@ class Pending:
     version: str
     namespace: str
     name: str
-    subresource: str
-    object: Obj | None  # the new object (for pods/binding: the Binding); None for DELETE
+    subresource: str  # as admission names it ("binding" for pods/NAME/binding, "" for bindings)
+    object: Obj | None  # the new object (for a bind: the Binding); None for DELETE
     old: Obj | None  # the stored object; None for CREATE
     options: Obj
     dry_run: bool
@@ -44,11 +44,26 @@ class Pending:
     grace_period_seconds: int | None = None
     warnings: list[str] = field(default_factory=list)
     completed: bool = False
+    # POST .../bindings: the same bind as pods/NAME/binding (storage.go LegacyBindingREST calls
+    # BindingREST.Create), registered as its own resource "bindings" (rest/storage_core.go), so
+    # admission sees resource bindings, no subresource, and the name the Binding carries.
+    legacy_binding: bool = False
+
+    @property
+    def binds(self) -> bool:
+        """A Binding CREATE through either door: one bind, two sets of admission attributes."""
+        return self.subresource == "binding" or self.legacy_binding
+
+    @property
+    def admitted_resource(self) -> str:
+        """The resource admission attributes name (webhook rules match it): ``bindings`` for the
+        legacy door, else the type's plural (with ``subresource`` beside it)."""
+        return "bindings" if self.legacy_binding else self.info.plural
 
     @property
     def kind(self) -> tuple[str, str, str]:
         """(group, version, kind) of ``object`` as sent in AdmissionReview ``request.kind``."""
-        if self.subresource == "binding":
+        if self.binds:
             return ("", "v1", "Binding")
         return (self.info.group, self.version, self.info.kind)
 

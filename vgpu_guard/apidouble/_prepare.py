@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._binding import decode_binding
 from vgpu_guard.apidouble._builtin_admission import BuiltinAdmission
 from vgpu_guard.apidouble._decoding import decode
 from vgpu_guard.apidouble._gotext import parse_uint_error
@@ -21,7 +22,7 @@ from vgpu_guard.apidouble._pods import Undecodable, admit_pod_update, default_to
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._table import ObjectTable
 from vgpu_guard.apidouble._types import TypeInfo
-from vgpu_guard.apidouble._values import Obj, deep_copy, merge_patch, meta_of
+from vgpu_guard.apidouble._values import Obj, merge_patch, meta_of
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
@@ -215,38 +216,33 @@ class Preparer:
             grace_period_seconds=grace_period_seconds,
         )
 
-    def bind(self, namespace: str, name: str, binding: Any, *, dry_run: bool) -> Pending:
-        """POST pods/NAME/binding (pkg/registry/core/pod/storage/storage.go BindingREST.Create)."""
+    def bind(self, namespace: str, name: str | None, binding: Any, *, dry_run: bool) -> Pending:
+        """POST pods/NAME/binding, or POST bindings when ``name`` is None (the legacy door: the
+        Binding names its pod, handlers/create.go takes the name from the object). One bind
+        (``_binding``); admission sees resource ``bindings`` or ``pods``/``binding``."""
         info = self._table.types[("", "pods")]
-        if not isinstance(binding, Mapping):
-            raise st.bad_request("the body of the request must be a Binding object")
-        obj: Obj = deep_copy(dict(binding))
-        if obj.get("kind") not in (None, "", "Binding"):
-            raise st.bad_request(
-                f"the kind in the data ({obj.get('kind')}) does not match the expected kind (Binding)"
-            )
-        obj["apiVersion"], obj["kind"] = "v1", "Binding"
+        core_kinds = {t.kind for t in self._table.types.values() if t.group == ""}
+        obj = decode_binding(binding, core_kinds)
         meta = meta_of(obj)
-        if meta.get("name") not in (None, "", name):
-            raise st.bad_request("name in URL does not match name in Binding object")
-        meta["name"] = name
-        meta["namespace"] = namespace
-        if meta.get("annotations") is not None and not isinstance(meta["annotations"], dict):
-            raise st.bad_request("metadata.annotations must be a map of string keys to string values")
-        self._admission.namespace_lifecycle(namespace, info, name)
+        legacy = name is None
+        if name is None:
+            name = str(meta.get("name") or "")
+        meta["namespace"] = namespace  # 1.20 binds in the URL's namespace whatever the body says
+        self._admission.namespace_lifecycle(namespace, info, name, plural="bindings" if legacy else "")
         return Pending(
             operation="CREATE",
             info=info,
             version="v1",
             namespace=namespace,
             name=name,
-            subresource="binding",
+            subresource="" if legacy else "binding",
             object=obj,
             old=None,
             options={"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             dry_run=dry_run,
             retryable=False,
             precondition_uid=meta.get("uid") or None,
+            legacy_binding=legacy,
         )
 
 

@@ -89,7 +89,7 @@ class HookMatcher:
 
 def _rule_version(hook: Hook, pending: Pending) -> str | None:
     """The version of the first rule that matches the request (predicates/rules), else None."""
-    info, sub = pending.info, pending.subresource
+    info, plural, sub = pending.info, pending.admitted_resource, pending.subresource
     for rule in hook.spec.get("rules") or []:
         ops = rule.get("operations") or []
         if "*" not in ops and pending.operation not in ops:
@@ -97,7 +97,7 @@ def _rule_version(hook: Hook, pending: Pending) -> str | None:
         groups = rule.get("apiGroups") or []
         if "*" not in groups and info.group not in groups:
             continue
-        if not any(_resource_matches(r, info.plural, sub) for r in rule.get("resources") or []):
+        if not any(_resource_matches(r, plural, sub) for r in rule.get("resources") or []):
             continue
         scope = rule.get("scope", "*")
         if (scope == "Cluster" and info.namespaced) or (scope == "Namespaced" and not info.namespaced):
@@ -148,13 +148,14 @@ def review_request(pending: Pending, user: UserInfo, version: str, obj: Obj | No
     """AdmissionReview ``request`` for ``pending``, the object in ``version`` (converted in place)."""
     group, _, kind = pending.kind
     info = pending.info
-    kind_version = "v1" if pending.subresource == "binding" else version
+    kind_version = "v1" if pending.binds else version
+    plural = pending.admitted_resource  # "bindings" for the legacy door (no subresource)
     req: Obj = {
         "uid": str(uuid.uuid4()),
         "kind": {"group": group, "version": kind_version, "kind": kind},
-        "resource": {"group": info.group, "version": version, "resource": info.plural},
+        "resource": {"group": info.group, "version": version, "resource": plural},
         "requestKind": {"group": group, "version": pending.kind[1], "kind": kind},
-        "requestResource": {"group": info.group, "version": pending.version, "resource": info.plural},
+        "requestResource": {"group": info.group, "version": pending.version, "resource": plural},
         "operation": pending.operation,
         "userInfo": user.as_review(),
         "object": obj,

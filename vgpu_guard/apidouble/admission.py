@@ -199,7 +199,7 @@ class AdmissionChain:
     def _shown(self, pending: Pending) -> Obj | None:
         if pending.object is None:
             return None
-        if pending.subresource == "binding":
+        if pending.binds:
             shown: Obj = deep_copy(pending.object)
             return shown
         return self.store.present(pending.info, pending.object, pending.version)

@@ -23,7 +23,7 @@ from vgpu_guard.apidouble.store import Pending, RetryWrite, Store, Watch
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ObjectList
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.resources import Resource
+from vgpu_guard.kube.resources import BINDINGS, PODS, Resource
 
 __all__ = ["AdmissionRunner", "Authorizer", "Frontend", "Written"]
 
@@ -186,6 +186,8 @@ class Frontend:
         user: UserInfo = ADMIN,
         dry_run: bool = False,
     ) -> Written:
+        if (resource.group, resource.plural) == (BINDINGS.group, BINDINGS.plural):
+            return await self._create_binding(body, namespace=namespace, user=user, dry_run=dry_run)
         info = self.store.type_of(resource)
         if info.namespaced and not namespace and isinstance(body, dict):
             namespace = (body.get("metadata") or {}).get("namespace")  # as kubectl takes it from the object
@@ -271,8 +273,21 @@ class Frontend:
     async def bind(
         self, namespace: str, name: str, binding: Any, *, user: UserInfo = ADMIN, dry_run: bool = False
     ) -> Written:
-        pods = self.store.type_of(Resource("", "v1", "pods", "Pod", True))
-        self.authorize(user, "create", pods.resource(), namespace=namespace, name=name, subresource="binding")
+        """POST pods/NAME/binding: RBAC ``create`` on ``pods/binding`` with the pod's name."""
+        self.authorize(user, "create", PODS, namespace=namespace, name=name, subresource="binding")
         return await self._write(
             lambda: self.store.prepare_bind(namespace, name, binding, dry_run=dry_run), user
         )
+
+    async def _create_binding(
+        self, body: Any, *, namespace: str | None, user: UserInfo, dry_run: bool
+    ) -> Written:
+        """POST bindings, the legacy door to the same bind: RBAC ``create`` on ``bindings`` with no
+        name (a create on a collection, requestinfo.go), the pod named by the Binding."""
+        if not namespace and isinstance(body, dict):
+            namespace = (body.get("metadata") or {}).get("namespace")
+        if not namespace:
+            raise st.bad_request("a namespace is required to create bindings")
+        self.authorize(user, "create", BINDINGS, namespace=namespace)
+        ns = namespace
+        return await self._write(lambda: self.store.prepare_bind(ns, None, body, dry_run=dry_run), user)

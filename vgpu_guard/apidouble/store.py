@@ -252,8 +252,11 @@ class Store:
             dry_run=dry_run,
         )
 
-    def prepare_bind(self, namespace: str, name: str, binding: Any, *, dry_run: bool = False) -> Pending:
-        """POST pods/NAME/binding (pkg/registry/core/pod/storage/storage.go BindingREST.Create)."""
+    def prepare_bind(
+        self, namespace: str, name: str | None, binding: Any, *, dry_run: bool = False
+    ) -> Pending:
+        """POST pods/NAME/binding, or the legacy POST bindings when ``name`` is None (the Binding
+        names its pod); pkg/registry/core/pod/storage/storage.go BindingREST, LegacyBindingREST."""
         return self._preparer.bind(namespace, name, binding, dry_run=dry_run)
 
     def complete(self, pending: Pending) -> None:
@@ -263,7 +266,7 @@ class Store:
     def commit(self, pending: Pending) -> Obj:
         """Persist (unless dry run) and emit events; returns what the client receives.
 
-        For pods/binding the answer is a Status Success (code 201). Raises ``RetryWrite`` when an
+        For a bind the answer is a Status Success (code 201). Raises ``RetryWrite`` when an
         unconditional write lost a race against another write since ``prepare_*``."""
         return self._committer.commit(pending)
 
@@ -346,5 +349,5 @@ class Store:
             )
         )[0]
 
-    def bind(self, namespace: str, name: str, binding: Any, *, dry_run: bool = False) -> Obj:
+    def bind(self, namespace: str, name: str | None, binding: Any, *, dry_run: bool = False) -> Obj:
         return self._run(lambda: self.prepare_bind(namespace, name, binding, dry_run=dry_run))[0]

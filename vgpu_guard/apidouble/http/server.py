@@ -62,6 +62,7 @@ from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
 from vgpu_guard.apidouble.store import Store, Watch
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.resources import BINDINGS
 
 __all__ = ["DoubleServer", "RunningDouble", "build_app", "serve_double", "write_kubeconfig"]
 
@@ -330,6 +331,11 @@ def _resource_list(store: Store, group: str, version: str) -> Obj | None:
                 {"name": f"{info.plural}/binding", "singularName": "", "namespaced": True, "kind": "Binding",
                  "verbs": ["create"]}
             )  # fmt: skip
+            # The legacy door to the same bind; singularName as since 1.27 (GetSingularName).
+            resources.append(
+                {"name": "bindings", "singularName": "binding", "namespaced": True, "kind": "Binding",
+                 "verbs": ["create"]}
+            )  # fmt: skip
     if (group, version) == (_AUTHZ, "v1"):
         resources.append(
             {"name": "selfsubjectaccessreviews", "singularName": "", "namespaced": False,
@@ -428,6 +434,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
         if user is ANONYMOUS and server.frontend.authorizer is None:
             # Without RBAC nothing would refuse an anonymous request: the double does, as before.
             raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
+        legacy_ns = _bindings_namespace(request.path)
+        if legacy_ns is not None:
+            return await _legacy_binding(request, server, user, legacy_ns)
         try:
             target = _parse_target(server.store, request.path)
         except (KubeError, _PageNotFound, _NotAnAPIPath):
@@ -467,15 +476,45 @@ def _authorize_unserved(request: web.Request, server: DoubleServer, user: UserIn
         )
 
 
+def _method_not_allowed() -> KubeError:
+    """go-restful's answer to a method no route of a served path takes (a 405, empty details)."""
+    msg = "the server does not allow this method on the requested resource"
+    return st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
+
+
 async def _access_review(request: web.Request, server: DoubleServer, user: UserInfo) -> web.Response:
     """authorization.k8s.io/v1 selfsubjectaccessreviews: create only, nothing stored."""
     if request.method != "POST":
         _authorize_unserved(request, server, user)
-        msg = "the server does not allow this method on the requested resource"
-        raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
+        raise _method_not_allowed()
     authorizer = server.frontend.authorizer
     rbac = authorizer if isinstance(authorizer, RBACAuthorizer) else None
     return _json_response(self_subject_access_review(rbac, user, await _body(request)), status=201)
+
+
+def _bindings_namespace(path: str) -> str | None:
+    """NS of ``/api/v1/namespaces/NS/bindings``, the legacy Binding door (no TypeInfo: nothing is
+    stored under it), else None; a name after it is a path nothing serves (``_parse_target``)."""
+    segs = [s for s in path.split("/") if s]
+    if len(segs) == 5 and segs[:3] == ["api", "v1", "namespaces"] and segs[4] == BINDINGS.plural:
+        return segs[3]
+    return None
+
+
+async def _legacy_binding(
+    request: web.Request, server: DoubleServer, user: UserInfo, namespace: str
+) -> web.Response:
+    """POST bindings binds the pod its Binding names (``Frontend.create``); it serves create
+    only, so any other method is a 405 once authorized (storage.go LegacyBindingREST)."""
+    if request.method != "POST":
+        _authorize_unserved(request, server, user)
+        raise _method_not_allowed()
+    if not admits_json(request.headers.get("Accept")):
+        raise not_acceptable(request.headers.get("Accept"))
+    dry_run = _dry_run(request)
+    body = await _body(request, kind=BINDINGS.kind)
+    out = await server.frontend.create(BINDINGS, body, namespace=namespace, user=user, dry_run=dry_run)
+    return _json_response(out.object, status=201, warnings=out.warnings)
 
 
 async def _dispatch(
@@ -535,6 +574,8 @@ async def _post(
     """A create on a collection, or a pod's binding."""
     fe, ns = server.frontend, t.namespace
     builtin = t.info.kind if t.info.crd_name is None and not t.subresource and t.name is None else None
+    if t.subresource == "binding":
+        builtin = BINDINGS.kind  # decoded into a Binding, as the legacy door's body
     body = await _body(request, kind=builtin)
     if t.subresource == "binding" and t.name is not None and ns is not None:
         out = await fe.bind(ns, t.name, body, user=user, dry_run=dry_run)
@@ -552,8 +593,7 @@ async def _on_collection(
     method = request.method
     if method == "DELETE" and t.info.key == ("", "namespaces"):
         server.frontend.authorize(user, "deletecollection", t.info.resource(t.version))
-        msg = "the server does not allow this method on the requested resource"
-        raise st.raise_status(st.make_status(405, "MethodNotAllowed", msg, name=""))
+        raise _method_not_allowed()
     if method == "DELETE":
         return await _delete_collection(request, server, user, t, dry_run)
     raise st.method_not_supported(t.info.group, t.info.plural, method.lower() + " on a collection")
