@@ -1,8 +1,8 @@
 """Step 1 of a pass: release, verify and adopt ledger entries, over what changed.
 
 Why apart from placement: this half keeps the ledger true to the pods (an ended pod's entry
-released, a bound pod's entry raised to what its annotation hands out, a bound pod without an
-entry adopted), whoever placed them: Volcano, the arbiter, our own placer, a hand. It needs the
+released, a bound pod's entry made exactly what its annotation hands out, a bound pod without
+an entry adopted), whoever placed them: Volcano, the arbiter, our own placer, a hand. It needs the
 pods and ledgers, not the scheduler's view of free capacity, and it runs first: a pass that wrote
 here ends, so the placer decides on the ledgers as just written.
 
@@ -30,6 +30,7 @@ from vgpu_guard.engine.assignment import (
     adopted_allocation,
     decode_assignment_entries,
     encode_assignment,
+    held_exactly,
     hold_larger,
 )
 from vgpu_guard.engine.cluster import ClusterView
@@ -260,20 +261,27 @@ class LedgerReconciler:
         *,
         factor: int,
     ) -> None:
-        """Release an entry whose pod ended, moved or went; else raise it to what the pod's
-        annotation says (``_entry_in_order`` said it is not in order)."""
+        """Release an entry whose pod ended, moved or went; else make it what the pod's annotation
+        says (``_entry_in_order`` said it is not in order)."""
         reason = self._release_reason(record, name, entry)
         if reason is not None:
             step.updated[name] = ledger(name).without(entry.pod_uid)
             step.released.append((entry, name, reason))
             return
         assert record is not None
-        # Verify before trusting: a bound pod's annotation is what the plugin hands out; it is
-        # decoded and the entry raised to the larger of the two, never lowered.
+        # Until the device plugin has handed the devices out (bind-phase success), a bound pod's
+        # annotation is what it will hand out: the entry becomes exactly that, lowered too (issue
+        # 43: entries that only grew held cards for a second Binding that never landed). After,
+        # the running containers keep what they were handed whatever the annotation says later:
+        # the entry is only raised. So is one with a malformed device: what cannot be read is not
+        # given up.
         decoded = decode_assignment_entries(record.assignment)
         if decoded.invalid:
             step.invalid.append((self.world.pods[record.uid], decoded.invalid))
-        fixed, findings = hold_larger(entry, decoded.containers, memory_factor=factor)
+        if decoded.invalid or record.bind_phase == "success":
+            fixed, findings = hold_larger(entry, decoded.containers, memory_factor=factor)
+        else:
+            fixed, findings = held_exactly(entry, decoded.containers, memory_factor=factor)
         if findings:
             step.updated[name] = ledger(name).without(entry.pod_uid).with_allocation(fixed)
             step.repaired.append((fixed, name, findings))

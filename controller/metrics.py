@@ -170,13 +170,15 @@ class AllocationMetrics:
             "Bound pods with an assignment but no ledger entry, taken into the ledger.",
             registry=registry,
         )
-        # Fixed label values only: invalid-entry, ledger-below-assignment, adopted-over-capacity.
+        # Fixed label values only: invalid-entry, ledger-below-assignment, ledger-above-assignment,
+        # adopted-over-capacity.
         self.assignment_mismatches = Counter(
             "vgpu_guard_assignment_mismatches_total",
             "Assignment annotations the ledger could not take as they are, by kind: invalid-entry "
             "(malformed devices skipped, the valid ones held), ledger-below-assignment (a ledger entry "
-            "held less than its bound pod's annotation and was raised), adopted-over-capacity (an "
-            "adopted assignment takes more than the GPU registered).",
+            "held less than its bound pod's annotation and was raised), ledger-above-assignment (a "
+            "ledger entry held more than its bound pod's annotation and was lowered to it), "
+            "adopted-over-capacity (an adopted assignment takes more than the GPU registered).",
             ["kind"],
             registry=registry,
         )

@@ -19,6 +19,7 @@ from vgpu_guard.controller.events import meta as _meta
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.node_reports import SNAPSHOT_SECONDS, NodeReports, first_few
 from vgpu_guard.engine.annotations import VGPU_IDS
+from vgpu_guard.engine.assignment import held_less
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION
@@ -126,7 +127,29 @@ class Reporter:
         await self.events.event(pod, reason="InvalidAssignmentEntry", message=message, type_="Warning")
 
     async def repair(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
-        """A ledger entry held less than its bound pod's annotation: raised already; say so loudly."""
+        """A ledger entry differed from its bound pod's annotation and was made exactly that: held
+        less (raised: someone edited the ledger or the pod, said loudly) or only more (lowered: a
+        second Binding or an earlier assignment of the pod had been held beside the one it got)."""
+        below = [f for f in findings if held_less(f)]
+        above = [f for f in findings if not held_less(f)]
+        if below:
+            await self._raised(pod, entry, node, below)
+        if above:
+            await self._lowered(pod, entry, node, above)
+
+    async def _lowered(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
+        shown = first_few(findings)
+        message = (
+            f"the GPU ledger of node {node} held more than this pod's {VGPU_IDS} hands out "
+            f"({'; '.join(shown)}); the entry now holds exactly the pod's assignment and the rest is free "
+            "(an assignment of this pod that did not land, e.g. a second Binding, had been held beside it)"
+        )
+        self.metrics.assignment_mismatches.labels("ledger-above-assignment").inc(len(findings))
+        log.info("pod %s: %s", entry.key, message)
+        audit("ledger-shrink", pod=entry.key, uid=entry.pod_uid, node=node, findings=shown, by=self.identity)
+        await self.events.event(pod, reason="LedgerEntryShrunk", message=message, type_="Normal")
+
+    async def _raised(self, pod: Obj, entry: Allocation, node: str, findings: Sequence[str]) -> None:
         shown = first_few(findings)
         message = (
             f"the GPU ledger of node {node} held less than this pod's {VGPU_IDS} says "

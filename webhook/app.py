@@ -2,7 +2,8 @@
 
 One path per resource and action (``/mutate/pods``, ``/validate/pods``, ``/validate/workloads``,
 ``/validate/queues``), as Volcano splits ``pkg/webhooks/admission/<resource>/{mutate,validate}``;
-``/validate/pod-allocations`` takes pod UPDATE, ``pods/status`` and ``pods/binding``: who may write
+``/validate/pod-allocations`` takes pod UPDATE, ``pods/status`` and a Binding through either door
+(``pods/binding``, the legacy ``bindings`` resource): who may write
 a GPU assignment, and (the ledger arbiter, webhook/arbiter.py) whether an allocation writer's
 assignment fits the node's GPUs, reserved in its GPULedger before the write is allowed.
 HTTP-level faults (not JSON, not an AdmissionReview, too large, too slow, wrong Content-Type) are
@@ -72,7 +73,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/validate/pod-allocations",
         "validate",
-        frozenset({("", "pods")}),
+        frozenset({("", "pods"), ("", "bindings")}),
         arbitrates=True,
         caps_containers=False,
     ),

@@ -190,7 +190,8 @@ async def test_annotation_patched_larger_after_our_binding_raises_the_entry() ->
     [event] = _on(cluster.events("LedgerMismatch"), "Pod")
     assert "(GPU-a-0: ledger 4096 MiB/0% < assignment 20480 MiB/30%)" in event["message"]
     assert _mismatches(registry, "ledger-below-assignment") == 1
-    # Patched back down: the entry is never lowered while the pod runs.
+    # Patched back down: the plugin handed the pod its devices (bind-phase success) and the
+    # running container keeps them, so the entry is never lowered while the pod runs.
     cluster.store.patch(
         PODS,
         "small",
@@ -200,6 +201,7 @@ async def test_annotation_patched_larger_after_our_binding_raises_the_entry() ->
     await cluster.converge(controller)
     assert _used(cluster, "a", "GPU-a-0") == 20480
     assert len(_on(cluster.events("LedgerMismatch"), "Pod")) == 1
+    assert not cluster.events("LedgerEntryShrunk")
 
 
 async def test_a_pod_whose_annotation_matches_its_entry_is_never_reported() -> None:
@@ -213,7 +215,12 @@ async def test_a_pod_whose_annotation_matches_its_entry_is_never_reported() -> N
     assert len(cluster.bound()) == 3
     for reason in ("LedgerMismatch", "InvalidAssignmentEntry", "AssignmentOverCapacity"):
         assert cluster.events(reason) == []
-    for kind in ("invalid-entry", "ledger-below-assignment", "adopted-over-capacity"):
+    for kind in (
+        "invalid-entry",
+        "ledger-below-assignment",
+        "ledger-above-assignment",
+        "adopted-over-capacity",
+    ):
         assert _mismatches(registry, kind) == 0
 
 

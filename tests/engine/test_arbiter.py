@@ -1,13 +1,17 @@
-"""The arbiter's decision (engine/arbiter.py): seed 000 at the moment Volcano writes, golden messages."""
+"""The arbiter's decision (engine/arbiter.py) on what each write commits (engine/assignment_writes.py):
+seed 000 at the moment Volcano binds, golden messages, and the order of issue 43 (a Binding
+reserves, a PATCH of an unbound pod only checks, a PATCH of a bound pod replaces, holds are bounded)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.builders import default_config, gpu_node, pod, view_of
-from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbitrate, written_assignment
+from vgpu_guard.engine.arbiter import LANDING_SECONDS, Holds, Refused, Reserved, arbitrate
+from vgpu_guard.engine.assignment_writes import WrittenAssignment, binding_assignment, update_assignment
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger
 from vgpu_guard.engine.pod_request import PodRequest, pod_request
+from vgpu_guard.engine.violations import Violation
 
 NVIDIA = default_config().nvidia
 IDS = "volcano.sh/vgpu-ids-new"
@@ -36,19 +40,34 @@ def seed_000_ledger() -> NodeLedger:
 NODE = view_of([gpu_node("gpu-0", count=8)]).nodes["gpu-0"]
 
 
+DTA = "volcano.sh/devices-to-allocate"
+NODE_KEY = "volcano.sh/vgpu-node"
+
+
 def binding(raw: str, node: str = "gpu-0") -> WrittenAssignment:
-    written = written_assignment(
-        operation="CREATE",
-        sub_resource="binding",
-        obj={"metadata": {"annotations": {IDS: raw}}, "target": {"kind": "Node", "name": node}},
-        old=None,
+    """Volcano >= 1.16's Binding: the whole assignment on it (device_info.go, DefaultBinder.Bind)."""
+    notes = {IDS: raw, DTA: raw, NODE_KEY: node}
+    written = binding_assignment(
+        {"metadata": {"annotations": notes}, "target": {"kind": "Node", "name": node}},
+        None,
+        pod_key="default/web",
     )
-    assert written is not None
+    assert isinstance(written, WrittenAssignment)
     return written
 
 
-def decide(written: WrittenAssignment, wanted: PodRequest, ledger: NodeLedger) -> Reserved | Refused:
-    return arbitrate(written, wanted, ledger=ledger, node=NODE, queue="default", now=NOW, nvidia=NVIDIA)
+def decide(
+    written: WrittenAssignment,
+    wanted: PodRequest,
+    ledger: NodeLedger,
+    *,
+    holds: Holds | None = None,
+    now: int = NOW,
+) -> Reserved | Refused:
+    extra = {"holds": holds} if holds is not None else {}
+    return arbitrate(
+        written, wanted, ledger=ledger, node=NODE, queue="default", now=now, nvidia=NVIDIA, **extra
+    )
 
 
 def test_seed_000_the_third_12_gib_assignment_on_the_last_card_is_refused() -> None:
@@ -62,7 +81,7 @@ def test_seed_000_the_third_12_gib_assignment_on_the_last_card_is_refused() -> N
     third = decide(binding(raw), request("web-2"), ledger)
     assert isinstance(third, Refused)
     assert [v.render() for v in third.violations] == [
-        "[vgpu-assignment-capacity] metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-gpu-0-7 on node "
+        "[vgpu-assignment-capacity] metadata.annotations[volcano.sh/devices-to-allocate]: GPU GPU-gpu-0-7 on node "
         "gpu-0 has 0 MiB free of 24576 MiB, 12288 MiB asked (held by default/web-0, default/web-1); the "
         "assignment of pod default/web-2 is refused before it lands, and Volcano decides again on its next "
         "session"
@@ -122,8 +141,9 @@ def test_the_controllers_own_committed_entry_passes_without_a_write() -> None:
     assert outcome == Reserved(mine, None)
 
 
-def test_a_second_assignment_of_one_pod_holds_both_never_replaces() -> None:
-    """The first may have reached the pod (two binders, a lost answer): both stay held."""
+def test_a_second_binding_of_an_unbound_pod_holds_both_until_it_is_bound() -> None:
+    """Either Binding may land (two binders, a lost answer): both stay held, the larger per device,
+    until the pod is bound and the controller replaces the entry with what it got."""
     first = decide(binding("GPU-gpu-0-6,NVIDIA,12288,0:;"), request("web"), NodeLedger("gpu-0"))
     assert isinstance(first, Reserved) and first.ledger is not None
     again = decide(binding("GPU-gpu-0-7,NVIDIA,12288,0:;"), request("web"), first.ledger)
@@ -137,36 +157,150 @@ def test_a_second_assignment_of_one_pod_holds_both_never_replaces() -> None:
     assert isinstance(over, Refused)
 
 
-def update(old: dict[str, Any], new: dict[str, Any]) -> WrittenAssignment | None:
-    return written_assignment(operation="UPDATE", sub_resource="", obj=new, old=old)
+def test_a_retried_binding_of_the_same_assignment_writes_nothing_and_keeps_its_hold() -> None:
+    first = decide(binding("GPU-gpu-0-6,NVIDIA,12288,0:;"), request("web"), NodeLedger("gpu-0"))
+    assert isinstance(first, Reserved) and first.ledger is not None
+    again = decide(binding("GPU-gpu-0-6,NVIDIA,12288,0:;"), request("web"), first.ledger, now=NOW + 10)
+    assert again == Reserved(first.entry, None)
+    assert first.entry.reserved_at == NOW
+
+
+def update(old: dict[str, Any], new: dict[str, Any]) -> WrittenAssignment | list[Violation] | None:
+    return update_assignment(new, old, pod_key="default/web")
 
 
 def test_which_writes_carry_an_assignment() -> None:
     bare = pod(name="web")
-    volcano = pod(name="web", annotations={IDS: "GPU-a,NVIDIA,1,0:;", "volcano.sh/vgpu-node": "gpu-0"})
-    assert update(bare, volcano) == WrittenAssignment("gpu-0", "GPU-a,NVIDIA,1,0:;", IDS, "pod update")
+    volcano = pod(name="web", annotations={IDS: "GPU-a,NVIDIA,1,0:;", NODE_KEY: "gpu-0"})
+    assert update(bare, volcano) == WrittenAssignment(
+        "gpu-0", "GPU-a,NVIDIA,1,0:;", IDS, "pod update", "propose"
+    )
     # The device plugin confirming (bind-phase) or consuming devices-to-allocate writes none.
     confirmed = pod(name="web", annotations={IDS: "GPU-a,NVIDIA,1,0:;", "volcano.sh/bind-phase": "success"})
     assert update(volcano, confirmed) is None
     # Removing it (Volcano 1.10-1.15 discarding a statement) reserves nothing.
     assert update(volcano, bare) is None
-    plain = written_assignment(
-        operation="CREATE", sub_resource="binding", obj={"target": {"name": "gpu-0"}}, old=None
-    )
-    assert plain is None
+    # A plain Binding of a pod that carries none commits none.
+    assert binding_assignment({"target": {"name": "gpu-0"}}, bare, pod_key="default/web") is None
 
 
-def test_a_bound_pods_changed_assignment_is_only_ever_raised() -> None:
+def test_a_plain_binding_commits_the_assignment_stored_on_the_pod() -> None:
+    """Volcano 1.10-1.15: PATCH, then a plain Binding; what the pod is bound with is what it stores."""
+    raw = "GPU-gpu-0-7,NVIDIA,12288,0:;"
+    stored = pod(name="web", annotations={IDS: raw, DTA: raw, NODE_KEY: "gpu-0"})
+    written = binding_assignment({"target": {"name": "gpu-0"}}, stored, pod_key="default/web")
+    assert written == WrittenAssignment("gpu-0", raw, DTA, "Binding", "bind")
+
+
+def test_an_assignment_the_device_plugin_would_read_otherwise_is_refused() -> None:
+    """devices-to-allocate is what the plugin hands out, vgpu-ids-new what Volcano counts: they must
+    agree, and vgpu-node must name the node bound to (the plugin on another node ignores it)."""
+    split = pod(name="web", annotations={IDS: "GPU-a,NVIDIA,1024,0:;", DTA: "GPU-a,NVIDIA,9216,0:;"})
+    refused = binding_assignment({"target": {"name": "gpu-0"}}, split, pod_key="default/web")
+    assert isinstance(refused, list)
+    assert [v.render() for v in refused] == [
+        "[vgpu-assignment-capacity] metadata.annotations[volcano.sh/devices-to-allocate]: "
+        "'GPU-a,NVIDIA,9216,0:;' differs from volcano.sh/vgpu-ids-new 'GPU-a,NVIDIA,1024,0:;' on the pod; the "
+        "device plugin hands out volcano.sh/devices-to-allocate while Volcano counts volcano.sh/vgpu-ids-new, "
+        "so the Binding of pod default/web is refused; write the same value in both"
+    ]
+    assert isinstance(update(pod(name="web"), split), list)
+    elsewhere = pod(name="web", annotations={IDS: "GPU-a,NVIDIA,1,0:;", NODE_KEY: "gpu-1"})
+    wrong_node = binding_assignment({"target": {"name": "gpu-0"}}, elsewhere, pod_key="default/web")
+    assert isinstance(wrong_node, list) and wrong_node[0].path == f"metadata.annotations[{NODE_KEY}]"
+
+
+def test_a_patch_of_an_unbound_pod_is_checked_and_reserves_nothing() -> None:
+    """Volcano 1.10-1.15 may discard the session that wrote it (Release is a no-op): a gang that
+    cannot start must hold nothing. It must still fit what the ledger holds now."""
+    raw = "GPU-gpu-0-7,NVIDIA,12288,0:;"
+    proposed = update(pod(name="web"), pod(name="web", annotations={IDS: raw, NODE_KEY: "gpu-0"}))
+    assert isinstance(proposed, WrittenAssignment) and proposed.effect == "propose"
+    outcome = decide(proposed, request("web"), seed_000_ledger())
+    assert isinstance(outcome, Reserved) and outcome.ledger is None
+    over = "GPU-gpu-0-6,NVIDIA,12288,0:;"
+    refused = update(pod(name="web"), pod(name="web", annotations={IDS: over, NODE_KEY: "gpu-0"}))
+    assert isinstance(refused, WrittenAssignment)
+    assert isinstance(decide(refused, request("web"), seed_000_ledger()), Refused)
+
+
+def test_a_bound_pods_changed_assignment_replaces_its_entry() -> None:
+    """Entries are replaced, never only raised: the pod is handed what it now says."""
     mine = held("web", "GPU-gpu-0-7", 12288)
     ledger = NodeLedger("gpu-0", {mine.pod_uid: mine}, resource_version="3")
     on_node = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,12288,0:;"})
     lowered = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,1024,0:;"})
     written = update(on_node, lowered)
-    assert written is not None and written.node == "gpu-0"
-    assert decide(written, request("web"), ledger) == Reserved(mine, None)
-    raised = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-7,NVIDIA,20480,0:;"})
-    written = update(on_node, raised)
-    assert written is not None
+    assert isinstance(written, WrittenAssignment) and written.effect == "change"
     outcome = decide(written, request("web"), ledger)
     assert isinstance(outcome, Reserved) and outcome.ledger is not None
-    assert [g.memory for g in outcome.ledger.allocations[mine.pod_uid].grants()] == [20480]
+    assert [g.memory for g in outcome.ledger.allocations[mine.pod_uid].grants()] == [1024]
+    moved = pod(name="web", nodeName="gpu-0", annotations={IDS: "GPU-gpu-0-6,NVIDIA,12288,0:;"})
+    written = update(on_node, moved)
+    assert isinstance(written, WrittenAssignment)
+    outcome = decide(written, request("web"), ledger)
+    assert isinstance(outcome, Reserved) and outcome.ledger is not None
+    assert [g.uuid for g in outcome.ledger.allocations[mine.pod_uid].grants()] == ["GPU-gpu-0-6"]
+
+
+HOLD = 90
+
+
+def unbound_holds(*unbound: str) -> Holds:
+    return Holds(seconds=HOLD, unbound=lambda entry: entry.name in unbound)
+
+
+def test_a_pod_whose_bindings_never_land_is_refused_once_they_could_no_longer_land_in_its_hold() -> None:
+    """Another webhook refuses every Binding we reserved: the retries of that pod may renew nothing
+    after hold - LANDING_SECONDS, so the card is free for others at hold, however often it retries."""
+    raw = "GPU-gpu-0-7,NVIDIA,12288,0:;"
+    first = decide(binding(raw), request("web"), NodeLedger("gpu-0"), holds=unbound_holds("web"))
+    assert isinstance(first, Reserved) and first.ledger is not None
+    early = decide(binding(raw), request("web"), first.ledger, holds=unbound_holds("web"), now=NOW + 5)
+    assert early == Reserved(first.entry, None)
+    closing = NOW + HOLD - LANDING_SECONDS
+    closed = decide(binding(raw), request("web"), first.ledger, holds=unbound_holds("web"), now=closing)
+    assert isinstance(closed, Refused)
+    assert "the hold ends in 65 s (arbiter.unboundReleaseSeconds 90)" in closed.violations[0].message
+    # A bound pod's entry (the Binding landed) is never closed or lapsed.
+    bound = decide(binding(raw), request("web"), first.ledger, holds=unbound_holds(), now=NOW + 10 * HOLD)
+    assert bound == Reserved(first.entry, None)
+
+
+def test_a_lapsed_hold_counts_for_nothing_and_goes_with_the_next_write() -> None:
+    raw = "GPU-gpu-0-7,NVIDIA,24576,0:;"
+    first = decide(binding(raw), request("stuck", 24576), NodeLedger("gpu-0"), holds=unbound_holds("stuck"))
+    assert isinstance(first, Reserved) and first.ledger is not None
+    waiting = decide(
+        binding(raw), request("web", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + 30
+    )
+    assert isinstance(waiting, Refused)
+    later = decide(
+        binding(raw), request("web", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + HOLD
+    )
+    assert isinstance(later, Reserved) and later.ledger is not None
+    assert [a.name for a in later.ledger.allocations.values()] == ["web"]
+    # The stuck pod's own retry after the lapse starts a new hold.
+    again = decide(
+        binding(raw), request("stuck", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + HOLD
+    )
+    assert isinstance(again, Reserved) and again.ledger is not None
+    assert again.entry.reserved_at == NOW + HOLD
+
+
+def test_a_handed_out_pods_changed_assignment_holds_both() -> None:
+    """After the device plugin confirmed (bind-phase success) the containers keep what they were
+    handed, whatever the annotation says later: the entry holds both, the larger per device."""
+    mine = held("web", "GPU-gpu-0-7", 12288)
+    ledger = NodeLedger("gpu-0", {mine.pod_uid: mine}, resource_version="3")
+    handed = {"volcano.sh/bind-phase": "success"}
+    on_node = pod(name="web", nodeName="gpu-0", annotations={**handed, IDS: "GPU-gpu-0-7,NVIDIA,12288,0:;"})
+    moved = pod(name="web", nodeName="gpu-0", annotations={**handed, IDS: "GPU-gpu-0-6,NVIDIA,1024,0:;"})
+    written = update(on_node, moved)
+    assert isinstance(written, WrittenAssignment) and written.effect == "raise"
+    outcome = decide(written, request("web"), ledger)
+    assert isinstance(outcome, Reserved) and outcome.ledger is not None
+    assert [(g.uuid, g.memory) for g in outcome.ledger.allocations[mine.pod_uid].grants()] == [
+        ("GPU-gpu-0-7", 12288),
+        ("GPU-gpu-0-6", 1024),
+    ]

@@ -8,6 +8,8 @@ from vgpu_guard.engine.assignment import (
     DecodedDevice,
     adopted_allocation,
     decode_assignment_entries,
+    held_exactly,
+    held_less,
     hold_larger,
 )
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, MigSlot
@@ -99,4 +101,50 @@ def test_hold_larger_takes_a_known_mig_instance_as_held_whatever_memory_the_anno
     fixed, findings = hold_larger(
         entry, [[DecodedDevice("GPU-a", "NVIDIA", 10240, 0, mig_group="group1", mig_position=0)]]
     )
+    assert fixed is entry and findings == []
+
+
+def test_held_exactly_raises_lowers_adds_and_drops_to_the_annotation() -> None:
+    """A bound pod not handed its devices yet is handed its annotation: the entry becomes it (issue
+    43: a second Binding admitted beside the one that landed held GPU-b for nothing)."""
+    entry = _entry(DeviceGrant("GPU-a", 0, 50), DeviceGrant("GPU-b", 8192, 0), DeviceGrant("GPU-d", 4096, 30))
+    decoded = [
+        [
+            DecodedDevice("GPU-a", "NVIDIA", 4096, 10),
+            DecodedDevice("GPU-d", "NVIDIA", 1024, 30),
+            DecodedDevice("GPU-c", "NVIDIA", 512, 5),
+        ]
+    ]
+    fixed, findings = held_exactly(entry, decoded, memory_factor=2)
+    assert [(g.uuid, g.memory, g.cores) for g in fixed.grants()] == [
+        ("GPU-a", 8192, 10),
+        ("GPU-d", 2048, 30),
+        ("GPU-c", 1024, 5),
+    ]
+    assert fixed.committed and fixed.pod_uid == "u1"
+    assert findings == [
+        "GPU-a: ledger 0 MiB/50% < assignment 8192 MiB/10%",
+        "GPU-d: ledger 4096 MiB/30% > assignment 2048 MiB/30%",
+        "GPU-c: ledger none < assignment 1024 MiB/5%",
+        "GPU-b: ledger 8192 MiB/0% > assignment none",
+    ]
+    assert [held_less(f) for f in findings] == [True, False, True, False]
+
+
+def test_held_exactly_leaves_an_equal_entry_and_a_known_mig_instance_alone() -> None:
+    entry = _entry(DeviceGrant("GPU-a", 4096, 10))
+    fixed, findings = held_exactly(entry, [[DecodedDevice("GPU-a", "NVIDIA", 4096, 10)]])
+    assert fixed is entry and findings == []
+    slot = MigSlot(group="group1", profile="1g.10gb", position=0, start=0, size=1)
+    mig = _entry(DeviceGrant("GPU-a", 9856, 0, mig=slot))
+    fixed, findings = held_exactly(
+        mig, [[DecodedDevice("GPU-a", "NVIDIA", 10240, 0, mig_group="group1", mig_position=0)]]
+    )
+    assert fixed is mig and findings == []
+
+
+def test_held_exactly_only_raises_past_what_any_gpu_has() -> None:
+    """A device the decoder flags as larger than any GPU is not held; the rest is not given up."""
+    entry = _entry(DeviceGrant("GPU-a", 4096, 10), DeviceGrant("GPU-b", 1024, 0))
+    fixed, findings = held_exactly(entry, [[DecodedDevice("GPU-a", "NVIDIA", 10**9, 10)]])
     assert fixed is entry and findings == []

@@ -82,11 +82,18 @@ def _program(w: dict[str, Any]) -> Any:
 
     def sent(obj: dict[str, Any], old: dict[str, Any] | None, sub: str = "") -> bool:
         operation = "UPDATE" if old is not None else "CREATE"
+        # "bindings": the legacy door (POST namespaces/NS/bindings), a resource of its own.
+        resource, sub = ("bindings", "") if sub == "bindings" else ("pods", sub)
+        request = {
+            "operation": operation,
+            "resource": {"group": "", "version": "v1", "resource": resource},
+            # As kube-apiserver builds it: subResource left out when empty (omitempty).
+            **({"subResource": sub} if sub else {}),
+        }
         activation = {
             "object": celpy.json_to_cel(obj),
             "oldObject": celpy.json_to_cel(old),
-            # As kube-apiserver builds it: subResource left out when empty (omitempty).
-            "request": celpy.json_to_cel({"operation": operation, **({"subResource": sub} if sub else {})}),
+            "request": celpy.json_to_cel(request),
         }
         return all(bool(p.evaluate(activation)) for p in programs)
 
@@ -127,12 +134,17 @@ def test_scope_match_conditions_split_the_writes_between_the_two_entries() -> No
         ((IDS, PLAIN, ""), "arbiter"),  # Volcano 1.10-1.15 patches an assignment in
         ((OTHER_IDS, IDS, ""), "arbiter"),  # ... or changes it
         ((ASSIGNING, None, "binding"), "arbiter"),  # Volcano >= 1.16's annotated Binding
+        ((ASSIGNING, None, "bindings"), "arbiter"),  # ... through the legacy bindings door
         ((PLAIN, IDS, ""), "open"),  # removed (a discard, or a forgery)
         ((CONFIRMED, IDS, ""), "open"),  # the device plugin confirms bind-phase
         ((CONFIRMED, IDS, "status"), "open"),
         ((NODE_ONLY, None, "binding"), "open"),  # a Binding with a stray allocation annotation
+        ((NODE_ONLY, None, "bindings"), "open"),
         ((PLAIN, PLAIN, ""), None),  # e.g. the kubelet's status writes
-        (({"kind": "Binding", "metadata": {"name": "p"}}, None, "binding"), None),
+        # A plain Binding commits what Volcano 1.10-1.15 patched onto the pod: reserved from the
+        # stored pod, on the open entry (it cannot tell a vGPU pod's Binding from any other).
+        (({"kind": "Binding", "metadata": {"name": "p"}}, None, "binding"), "open"),
+        (({"kind": "Binding", "metadata": {"name": "p"}}, None, "bindings"), "open"),
     ]
     for (obj, old, sub), expected in cases:
         got = {"arbiter": closed(obj, old, sub), "open": open_(obj, old, sub)}

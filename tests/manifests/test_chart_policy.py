@@ -59,7 +59,7 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
         "/validate/pod-allocations",
         [
             ("", "v1", ["pods", "pods/status"], ["UPDATE"], "Namespaced"),
-            ("", "v1", ["pods/binding"], ["CREATE"], "Namespaced"),
+            ("", "v1", ["pods/binding", "bindings"], ["CREATE"], "Namespaced"),
         ],
     ),
     # The ledger arbiter's fail-closed entry, where matchConditions exist (1.28+).
@@ -67,7 +67,7 @@ EXPECTED_WEBHOOKS: dict[tuple[str, str], tuple[str, list[tuple[str, str, list[st
         "/validate/pod-allocations",
         [
             ("", "v1", ["pods", "pods/status"], ["UPDATE"], "Namespaced"),
-            ("", "v1", ["pods/binding"], ["CREATE"], "Namespaced"),
+            ("", "v1", ["pods/binding", "bindings"], ["CREATE"], "Namespaced"),
         ],
     ),
 }

@@ -18,6 +18,7 @@ from tests.builders import config_with, default_config, gpu_node
 from tests.webhook.conftest import admission_review, serving
 from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_NODE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import decode_ledger
@@ -63,7 +64,8 @@ def binding_review(
             "name": meta["name"],
             "namespace": "default",
             "uid": meta["uid"],
-            "annotations": {IDS: raw},
+            # What Volcano >= 1.16 sends (device_info.go, DefaultBinder.Bind).
+            "annotations": {IDS: raw, DEVICES_TO_ALLOCATE: raw, VGPU_NODE: "gpu-0"},
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"},
     }
@@ -146,8 +148,8 @@ async def test_a_writer_check_set_to_warn_keeps_its_warning_and_the_assignment_i
             http, running, binding_review(pod, "GPU-gpu-0-0,NVIDIA,12288,0:;", username="alice")
         )
     assert answer["allowed"] is True
-    assert [w.split(":", 1)[0] for w in answer["warnings"]] == [
-        "[allocation-annotations] metadata.annotations[volcano.sh/vgpu-ids-new]"
+    assert sorted(w.split(":", 1)[0] for w in answer["warnings"]) == [
+        f"[allocation-annotations] metadata.annotations[{key}]" for key in (DEVICES_TO_ALLOCATE, IDS, VGPU_NODE)
     ]
     assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
 

@@ -13,7 +13,8 @@ from tests.builders import default_config, gpu_node, view_of
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.allocator import pod_queue
-from vgpu_guard.engine.arbiter import arbitrate, written_assignment
+from vgpu_guard.engine.arbiter import arbitrate
+from vgpu_guard.engine.assignment_writes import WrittenAssignment
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger
 from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS, QUEUE_ANNOTATION, PodRequestError, pod_request
 from vgpu_guard.kube.resources import NAMESPACES, PODS
@@ -102,13 +103,7 @@ def arbiter_reads(pod: dict[str, Any]) -> tuple[Any, ...]:
     """What the arbiter takes from a pod (webhook/arbiter.py) and what it decides on two ledgers."""
     wanted = pod_request(pod, NVIDIA)
     assert wanted is not None
-    written = written_assignment(
-        operation="CREATE",
-        sub_resource="binding",
-        obj={"metadata": {"annotations": {"volcano.sh/vgpu-ids-new": RAW}}, "target": {"name": "gpu-0"}},
-        old=None,
-    )
-    assert written is not None
+    written = WrittenAssignment("gpu-0", RAW, "volcano.sh/vgpu-ids-new", "Binding")
     queue, named = pod_queue(wanted, view_of([]))
     full = Allocation(
         "uid-other",

@@ -1,21 +1,30 @@
 """The ledger arbiter's decision: may this GPU assignment be written, and what does the ledger hold then?
 
-Volcano stays the scheduler; what it writes is arbitrated at the moment it is written. Volcano
->= 1.16 carries a pod's assignment on the ``pods/binding`` Binding (the predicates plugin merges
-``vgpu-node``, ``vgpu-ids-new``, ``devices-to-allocate``, ``bind-phase``, ``bind-time`` and
-``vgpu-time`` into the task's annotations and ``DefaultBinder.Bind`` sends them: volcano
-pkg/scheduler/api/devices/nvidia/vgpu/device_info.go, pkg/scheduler/cache/cache.go); Volcano
-1.10-1.15 PATCHes them onto the pod first and binds plainly after. Either way the write passes the
-allocation webhook, which asks this module whether the node's ledger can take the assignment:
+Volcano stays the scheduler; what it writes is arbitrated when it is committed. Which write
+commits what (a Binding through either door binds; a PATCH of an unbound pod only proposes; a
+PATCH of a bound pod changes) is engine/assignment_writes.py's; this module decides, on the node's
+ledger as last read:
 
 - the assignment is decoded exactly as the device plugin reads it (engine/assignment.py), matched
   in order to the pod's vGPU containers; a malformed device, or more entries than vGPU containers,
   is refused (the plugin would hand out something else than the ledger holds);
-- a pod's earlier entry on that node is never replaced, only raised to hold both (the larger per
-  device): the earlier assignment may have reached the pod (a second binder, a bind whose answer
-  was lost), and what was handed out stays held until the pod ends;
+- **bind**: the entry is reserved. A retry of the same assignment changes nothing (its hold keeps
+  the time it began); a second, different Binding of a pod not bound yet holds both (the larger per
+  device) until the pod is bound, since either may land: the controller then replaces the entry
+  with what the pod was bound with;
+- **propose**: checked against the ledger and reserves nothing (a pod with an entry already, whose
+  admitted Binding may still land, holds both as for a second Binding);
+- **change**: the bound pod's entry is replaced by the new assignment (not handed out yet);
+  **raise**: it holds both, the larger per device (its containers keep what they were handed);
 - ``check_write`` judges every GPU that gains a grant against the node's registration: memory,
   cores, vGPU count, MIG slices, and devices the node does not register.
+
+**Bounded holds.** An entry reserved at admission whose pod is still unbound was admitted through
+a Binding that has not landed (another webhook or the API server refused it). Its Bindings are
+re-admitted for ``hold - LANDING_SECONDS`` after the hold began, so every admitted one has landed
+or failed by ``hold``; after that the entry has *lapsed*: it counts for nothing and is dropped by
+the next write of its node, and the pod's own retry starts a new hold. So a pod whose Bindings
+never land holds a card at most ``hold`` seconds while others wait (docs/design/ledger.md).
 
 Pure: the shell reads the ledger and the node, and writes the result with compare-and-swap
 (vgpu_guard/kube/ledger_writer.py); a conflict re-runs this decision on the fresh ledger.
@@ -23,12 +32,11 @@ Pure: the shell reads the ledger and the node, and writes the result with compar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
-from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_IDS, VGPU_NODE
 from vgpu_guard.engine.assignment import adopted_allocation, decode_assignment_entries, hold_larger
+from vgpu_guard.engine.assignment_writes import RULE, WrittenAssignment
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.config import NvidiaConfig
 from vgpu_guard.engine.ledger import Allocation, LedgerViolation, NodeLedger, check_write, gpu_usage
@@ -36,33 +44,48 @@ from vgpu_guard.engine.pod_request import PodRequest
 from vgpu_guard.engine.violations import Violation
 
 __all__ = [
+    "LANDING_SECONDS",
     "RULE",
+    "Holds",
     "Refused",
     "Reserved",
     "WrittenAssignment",
     "arbitrate",
-    "written_assignment",
 ]
 
-RULE = "vgpu-assignment-capacity"
 _NEXT = "Volcano decides again on its next session"
+
+# How long an admitted Binding may still land after the webhook allowed it: kube-apiserver ends a
+# request at --request-timeout (60 s by default), counted from before admission, plus 5 s of clock
+# skew between the webhook replicas and the controller.
+LANDING_SECONDS = 65
 
 
 @dataclass(frozen=True, slots=True)
-class WrittenAssignment:
-    """A GPU assignment an allocation writer is about to write onto a pod."""
+class Holds:
+    """What bounds an admitted entry whose pod is not bound: ``seconds`` in all
+    (``arbiter.unboundReleaseSeconds``), and whether an entry's pod is known to be unbound."""
 
-    node: str
-    raw: str
-    # The annotation it came in (for the field path of a refusal).
-    key: str
-    # Where the write comes from, for messages: "Binding" or "pod update".
-    via: str
+    seconds: int
+    unbound: Callable[[Allocation], bool]
+
+    def age(self, entry: Allocation, now: int) -> int:
+        # A reservedAt in the future (a skewed clock or a hand) counts as old: it cannot hold for ever.
+        return abs(now - entry.reserved_at)
+
+    def lapsed(self, entry: Allocation, now: int) -> bool:
+        """An admitted entry of an unbound pod whose hold ran out: no Binding admitted for it can
+        still land, so it holds nothing."""
+        return entry.admitted and self.age(entry, now) >= self.seconds and self.unbound(entry)
+
+
+NO_HOLDS = Holds(seconds=2**62, unbound=lambda _entry: False)
 
 
 @dataclass(frozen=True, slots=True)
 class Reserved:
-    """The write may go ahead once ``ledger`` is written (``None``: the ledger already holds it)."""
+    """The write may go ahead once ``ledger`` is written (``None``: nothing to write, as when the
+    ledger already holds it or the write only proposes)."""
 
     entry: Allocation
     ledger: NodeLedger | None
@@ -73,56 +96,6 @@ class Refused:
     """The write must be denied: one violation per GPU (or per malformed entry)."""
 
     violations: tuple[Violation, ...]
-
-
-def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    metadata = obj.get("metadata") if obj is not None else None
-    notes = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return notes if isinstance(notes, Mapping) else {}
-
-
-def _assignment_of(notes: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(annotation key, value) of the assignment a writer sets: ``vgpu-ids-new``, else
-    ``devices-to-allocate`` (the device plugin consumes the latter; both carry the same value
-    when Volcano writes them)."""
-    for key in (VGPU_IDS, DEVICES_TO_ALLOCATE):
-        value = notes.get(key)
-        if isinstance(value, str) and value.strip():
-            return key, value
-    return None
-
-
-def written_assignment(
-    *,
-    operation: str,
-    sub_resource: str,
-    obj: Mapping[str, Any] | None,
-    old: Mapping[str, Any] | None,
-) -> WrittenAssignment | None:
-    """The assignment this write carries onto the pod, or None when it writes none.
-
-    A Binding (``pods/binding`` CREATE) that carries one is always arbitrated: its annotations are
-    copied onto the pod with the node. A pod UPDATE (or ``pods/status``) is arbitrated when it adds
-    or changes ``vgpu-ids-new``; the device plugin consuming ``devices-to-allocate`` container by
-    container, or confirming ``bind-phase``, changes no assignment and passes untouched.
-    """
-    if sub_resource == "binding" and operation == "CREATE":
-        found = _assignment_of(_annotations(obj))
-        if found is None:
-            return None
-        target = obj.get("target") if obj is not None else None
-        node = target.get("name") if isinstance(target, Mapping) else None
-        return WrittenAssignment(node=str(node or ""), raw=found[1], key=found[0], via="Binding")
-    if operation != "UPDATE" or sub_resource not in ("", "status"):
-        return None
-    before, after = _annotations(old), _annotations(obj)
-    raw = after.get(VGPU_IDS)
-    if not isinstance(raw, str) or not raw.strip() or raw == before.get(VGPU_IDS):
-        return None
-    # A pod already bound is judged on its node, whatever vgpu-node the update claims.
-    spec = old.get("spec") if old is not None else None
-    node = (spec.get("nodeName") if isinstance(spec, Mapping) else None) or after.get(VGPU_NODE)
-    return WrittenAssignment(node=str(node or ""), raw=raw, key=VGPU_IDS, via="pod update")
 
 
 def _path(written: WrittenAssignment) -> str:
@@ -169,6 +142,69 @@ def _gpu_line(
     return f"{why}; the assignment of pod {pod} is refused before it lands, and {_NEXT}"
 
 
+def _retry_closed(
+    written: WrittenAssignment, entry: Allocation, *, holds: Holds, now: int, pod: str
+) -> Refused:
+    """A pod's Bindings were admitted and never landed, and its hold is past the time a newly
+    admitted one could still land within it: refused until the hold lapses."""
+    since = holds.age(entry, now)
+    left = max(1, holds.seconds - since)
+    return _refused(
+        written,
+        f"pod {pod} has held its GPUs on node {written.node} for {since} s through Bindings that were "
+        f"admitted but never landed (another admission webhook or the API server refused them); the hold "
+        f"ends in {left} s (arbiter.unboundReleaseSeconds {holds.seconds}) so that pods waiting for these "
+        f"GPUs go first, and the pod may be bound after that; {_NEXT}",
+    )
+
+
+def _decoded_entry(
+    written: WrittenAssignment, pod: PodRequest, *, queue: str, node: NodeInfo, now: int, nvidia: NvidiaConfig
+) -> Allocation | Refused:
+    """The entry the assignment makes, decoded as the plugin reads it, or why it cannot be held."""
+    adoption = adopted_allocation(pod, written.raw, queue=queue, node=node, nvidia=nvidia)
+    if adoption.invalid or not adoption.allocation.containers:
+        found = adoption.invalid or ["it names no device"]
+        return _refused(
+            written,
+            *(
+                f"{problem} in the {written.via} of pod {pod.key}; the device plugin would hand out "
+                f"something else than vgpu-guard can hold, so it is refused; {_NEXT}"
+                for problem in found
+            ),
+        )
+    return replace(adoption.allocation, adopted=False, admitted=True, reserved_at=now)
+
+
+def _with_entry(
+    written: WrittenAssignment,
+    entry: Allocation,
+    existing: Allocation | None,
+    *,
+    holds: Holds,
+    now: int,
+    nvidia: NvidiaConfig,
+) -> Allocation | Refused | None:
+    """The pod's entry after this write (None: the ledger already holds it, nothing to write)."""
+    if existing is None or written.effect == "change":
+        return entry if existing is None or existing.containers != entry.containers else None
+    if written.effect == "raise":
+        merged, findings = hold_larger(
+            existing,
+            decode_assignment_entries(written.raw).containers,
+            memory_factor=nvidia.gpu_memory_factor,
+        )
+        return merged if findings else None
+    retry = written.effect == "bind" and existing.admitted and holds.unbound(existing)
+    if retry and holds.age(existing, now) >= holds.seconds - LANDING_SECONDS:
+        return _retry_closed(written, existing, holds=holds, now=now, pod=entry.key)
+    # Both may land (a Binding in flight and this one): hold the larger of the two per device, in
+    # the hold that began first; once the pod is bound the controller replaces it with what it got.
+    decoded = decode_assignment_entries(written.raw).containers
+    merged, findings = hold_larger(existing, decoded, memory_factor=nvidia.gpu_memory_factor)
+    return merged if findings else None
+
+
 def arbitrate(
     written: WrittenAssignment,
     pod: PodRequest,
@@ -178,6 +214,7 @@ def arbitrate(
     queue: str,
     now: int,
     nvidia: NvidiaConfig,
+    holds: Holds = NO_HOLDS,
 ) -> Reserved | Refused:
     """Decide ``written`` for ``pod`` against the node's ``ledger`` as last read (see the module doc)."""
     key = pod.key
@@ -188,34 +225,28 @@ def arbitrate(
             f"node {written.node or '(none)'} {why}; the assignment of pod {key} is refused before it "
             f"lands, and {_NEXT}",
         )
-    adoption = adopted_allocation(pod, written.raw, queue=queue, node=node, nvidia=nvidia)
-    if adoption.invalid or not adoption.allocation.containers:
-        found = adoption.invalid or ["it names no device"]
-        return _refused(
-            written,
-            *(
-                f"{problem} in the {written.via} of pod {key}; the device plugin would hand out something "
-                f"else than vgpu-guard can hold, so it is refused; {_NEXT}"
-                for problem in found
-            ),
-        )
-    entry = replace(adoption.allocation, adopted=False, admitted=True, reserved_at=now)
-    existing = ledger.allocations.get(pod.uid)
-    if existing is not None:
-        # Never replaced, only raised: the pod may already be bound with the earlier assignment (a
-        # second binder, or a bind that failed on its way back), and what was handed out stays
-        # held until the pod ends. Our own controller's committed entry matches and passes as is.
-        decoded = decode_assignment_entries(written.raw).containers
-        merged, findings = hold_larger(existing, decoded, memory_factor=nvidia.gpu_memory_factor)
-        if not findings:
-            return Reserved(existing, None)
-        entry = merged
-    after = ledger.without(pod.uid).with_allocation(entry)
-    problems = check_write(ledger, after, node, memory_factor=nvidia.gpu_memory_factor)
+    entry = _decoded_entry(written, pod, queue=queue, node=node, now=now, nvidia=nvidia)
+    if isinstance(entry, Refused):
+        return entry
+    # Lapsed holds count for nothing and go with this write; the pod's own starts anew (no
+    # Binding admitted for it can still land).
+    held = ledger
+    for uid in [uid for uid, a in ledger.allocations.items() if holds.lapsed(a, now)]:
+        held = held.without(uid)
+    existing = held.allocations.get(pod.uid)
+    target = _with_entry(written, entry, existing, holds=holds, now=now, nvidia=nvidia)
+    if isinstance(target, Refused):
+        return target
+    if target is None:
+        return Reserved(existing or entry, None)
+    after = held.without(pod.uid).with_allocation(target)
+    problems = check_write(held, after, node, memory_factor=nvidia.gpu_memory_factor)
     if problems:
         factor = nvidia.gpu_memory_factor
         lines = dict.fromkeys(
-            _gpu_line(p, before=ledger, entry=entry, node=node, factor=factor, pod=key) for p in problems
+            _gpu_line(p, before=held, entry=target, node=node, factor=factor, pod=key) for p in problems
         )
         return _refused(written, *lines)
-    return Reserved(entry, after)
+    if written.effect == "propose" and existing is None:
+        return Reserved(target, None)  # fits now; reserved when the pod is bound with it
+    return Reserved(target, after)

@@ -6,9 +6,9 @@ entries joined by ``;``; devices of one container joined by ``:`` with a trailin
 ``UUID,NVIDIA,usedMem,usedCores`` with memory in plugin units (MiB / gpuMemoryFactor). MIG devices
 carry the instance as ``UUID[<group>-<position>]``. Decoding accepts a trailing ``;`` and is used
 to adopt pods bound before our ledger knew them, and to verify ledger entries against the bound
-pods' annotations (``hold_larger``). Like the plugin, decoding keeps every valid device of an
-annotation with a malformed one (``decode_assignment_entries``): a pod that holds devices is never
-taken to hold none.
+pods' annotations (``held_exactly``, ``hold_larger``). Like the plugin, decoding keeps every valid
+device of an annotation with a malformed one (``decode_assignment_entries``): a pod that holds
+devices is never taken to hold none.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ __all__ = [
     "decode_assignment",
     "decode_assignment_entries",
     "encode_assignment",
+    "held_exactly",
+    "held_less",
     "hold_larger",
 ]
 
@@ -319,3 +321,86 @@ def _raise_device(
             cores=max(d.cores, grant.cores),
             mig=grant.mig,
         )
+
+
+def _same_mig_instance(grant: DeviceGrant, d: DecodedDevice) -> bool:
+    """The annotation names the MIG instance the entry holds: its slices are what is held, and the
+    annotation may carry the configured template memory, larger than the real slice (mig-profiles.md)."""
+    return (
+        grant.mig is not None
+        and bool(grant.mig.profile)
+        and (grant.mig.group, grant.mig.position) == (d.mig_group, d.mig_position)
+    )
+
+
+def _exact_device(
+    held: Sequence[DeviceGrant], d: DecodedDevice, memory_factor: int, findings: list[str]
+) -> DeviceGrant:
+    """The grant that holds exactly device ``d`` of the annotation (the entry's own when equal)."""
+    memory = d.memory * memory_factor
+    grant = next((g for g in held if g.uuid == d.uuid), None)
+    if grant is None:
+        mig = (
+            MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+            if d.mig_group is not None and d.mig_position is not None
+            else None
+        )
+        findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
+        return DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig)
+    if _same_mig_instance(grant, d):
+        memory = grant.memory
+    if (memory, d.cores) == (grant.memory, grant.cores):
+        return grant
+    # "<": the ledger held less than the pod is handed (the unsafe side); ">": only more.
+    side = "<" if memory > grant.memory or d.cores > grant.cores else ">"
+    findings.append(
+        f"{d.uuid}: ledger {grant.memory} MiB/{grant.cores}% {side} assignment {memory} MiB/{d.cores}%"
+    )
+    return DeviceGrant(uuid=grant.uuid, memory=memory, cores=d.cores, mig=grant.mig)
+
+
+def held_less(finding: str) -> bool:
+    """A finding of ``held_exactly``/``hold_larger`` where the ledger held less than the pod is
+    handed (raised: the unsafe side), not only more (lowered or dropped)."""
+    return " < assignment " in finding
+
+
+def held_exactly(
+    entry: Allocation, decoded: Sequence[Sequence[DecodedDevice]], *, memory_factor: int = 1
+) -> tuple[Allocation, list[str]]:
+    """The entry of a bound pod made to hold exactly what its assignment hands out, and what changed.
+
+    A bound pod's annotation is final (the arbiter replaces the entry when a writer changes it), and
+    it is what the device plugin hands out: an entry that holds more (a second Binding admitted
+    beside the one that landed, a write that moved the pod to another GPU) keeps cards from pods
+    that fit, for as long as the pod runs. So devices are raised, lowered, added and dropped to the
+    annotation, container by container at the same position (the last one when the annotation
+    lists more). Only for a fully decoded annotation: one with a malformed device is held larger
+    (``hold_larger``), since what cannot be read is not given up. A known MIG instance keeps its
+    slices whatever memory the annotation says. Unchanged when the entry already is the annotation.
+    """
+    if any(d.memory * memory_factor > MAX_GPU_MEMORY_MIB for devices in decoded for d in devices):
+        return hold_larger(entry, decoded, memory_factor=memory_factor)
+    held = [list(c.devices) for c in entry.containers] or [[]]
+    wanted: list[list[DeviceGrant]] = [[] for _ in held]
+    findings: list[str] = []
+    for position, devices in enumerate(decoded):
+        at = min(position, len(held) - 1)
+        wanted[at].extend(_exact_device(held[at], d, memory_factor, findings) for d in devices)
+    for before, after in zip(held, wanted, strict=True):
+        kept = {g.uuid for g in after}
+        findings.extend(
+            f"{g.uuid}: ledger {g.memory} MiB/{g.cores}% > assignment none"
+            for g in before
+            if g.uuid not in kept
+        )
+    if not findings:
+        return entry, []
+    if entry.containers:
+        grants = tuple(
+            ContainerGrant(index=c.index, name=c.name, devices=tuple(devices))
+            for c, devices in zip(entry.containers, wanted, strict=True)
+        )
+    else:
+        grants = (ContainerGrant(index=0, name="", devices=tuple(wanted[0])),)
+    return replace(entry, containers=grants), findings

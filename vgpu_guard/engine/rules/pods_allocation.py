@@ -8,7 +8,8 @@ annotations reach a pod through
 
 - an UPDATE or PATCH of the pod,
 - ``pods/status`` (the status strategy keeps metadata changes, only spec is reset),
-- ``pods/binding`` (a Binding's ``metadata.annotations`` are copied onto the pod at bind),
+- a Binding, through either door: ``pods/binding`` or the legacy ``bindings`` resource (both
+  copy the Binding's ``metadata.annotations`` onto the pod at bind),
 
 and a vGPU pod created with ``spec.nodeName`` already set skips the allocator altogether.
 ``pods/ephemeralcontainers`` is not among them: its strategy resets metadata to the stored pod
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vgpu_guard.engine.annotations import ALLOCATION_ANNOTATIONS
+from vgpu_guard.engine.assignment_writes import is_binding
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest, decision_from
 from vgpu_guard.engine.rules.display import show
@@ -104,6 +106,7 @@ def allocation_write_violations(
     *,
     operation: str,
     sub_resource: str,
+    resource: str = "pods",
     obj: Mapping[str, Any] | None,
     old: Mapping[str, Any] | None,
     username: str,
@@ -111,14 +114,17 @@ def allocation_write_violations(
     config: GuardConfig,
     pod: str = "",
 ) -> list[Violation]:
-    """Violations of a pod UPDATE, ``pods/status`` UPDATE or ``pods/binding`` CREATE.
+    """Violations of a pod UPDATE, ``pods/status`` UPDATE or a Binding CREATE (either door).
 
     ``pod`` names the pod (``namespace/name``) for a Binding's message. Pod CREATE is judged by
     ``validate_pod_spec`` (annotations, and ``prebound_violations``), not here.
     """
-    if sub_resource not in ALLOCATION_SUBRESOURCES or is_allocation_writer(username, groups, config):
+    binding = is_binding(operation=operation, resource=resource, sub_resource=sub_resource)
+    if not binding and (resource != "pods" or sub_resource not in ALLOCATION_SUBRESOURCES):
         return []
-    if sub_resource == "binding" and operation == "CREATE":
+    if is_allocation_writer(username, groups, config):
+        return []
+    if binding:
         return _binding_violations(obj, username=username, pod=pod)
     if operation == "UPDATE":
         where = "through pods/status" if sub_resource == "status" else "on UPDATE"
@@ -145,7 +151,7 @@ def prebound_violations(
 
 
 def admit_allocation_write(request: AdmissionRequest, config: GuardConfig) -> AdmissionDecision:
-    """The handler of the allocation webhook (pod UPDATE, pods/status, pods/binding).
+    """The handler of the allocation webhook (pod UPDATE, pods/status, a Binding through either door).
 
     Needs no cluster state, so it answers on an unsynced view too.
     """
@@ -154,6 +160,7 @@ def admit_allocation_write(request: AdmissionRequest, config: GuardConfig) -> Ad
     violations = allocation_write_violations(
         operation=request.operation,
         sub_resource=request.sub_resource,
+        resource=request.resource,
         obj=obj,
         old=request.old_object,
         username=request.username,

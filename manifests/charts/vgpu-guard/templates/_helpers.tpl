@@ -129,17 +129,28 @@ has({{ . }}.metadata.annotations) && {{ . }}.metadata.annotations.exists(k, k in
 {{- end }}
 
 {{/*
-CEL: does this write carry a GPU assignment onto the pod (the ledger arbiter's writes)? (The API
-server leaves request.subResource out when it is empty, hence has().) A Binding
-with vgpu-ids-new or devices-to-allocate (Volcano >= 1.16), or a pod UPDATE that adds or changes
-vgpu-ids-new (Volcano 1.10-1.15's patch). The device plugin's bind-phase confirmation and its
-consumption of devices-to-allocate change no assignment and do not match.
+CEL: is this write a Binding, through either door: pods/binding, or the legacy bindings resource
+(POST namespaces/NS/bindings, no subresource)? (The API server leaves request.subResource out when
+it is empty, hence has().)
 */}}
-{{- define "vgpu-guard.celAssignmentWritten" -}}
-(has(request.subResource) && request.subResource == 'binding' && has(object.metadata.annotations) && ('volcano.sh/vgpu-ids-new' in object.metadata.annotations || 'volcano.sh/devices-to-allocate' in object.metadata.annotations)) || (request.operation == 'UPDATE' && !(has(request.subResource) && request.subResource == 'binding') && has(object.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in object.metadata.annotations && !(has(oldObject.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in oldObject.metadata.annotations && oldObject.metadata.annotations['volcano.sh/vgpu-ids-new'] == object.metadata.annotations['volcano.sh/vgpu-ids-new']))
+{{- define "vgpu-guard.celBinding" -}}
+(request.resource.resource == 'bindings' || (has(request.subResource) && request.subResource == 'binding'))
 {{- end }}
 
-{{/* The writes through which an assignment reaches a pod (both allocation webhook entries). */}}
+{{/*
+CEL: does this write carry a GPU assignment onto the pod (the ledger arbiter's writes)? A Binding
+with vgpu-ids-new or devices-to-allocate (Volcano >= 1.16), or a pod UPDATE that adds or changes
+vgpu-ids-new (Volcano 1.10-1.15's patch, checked there and reserved at its plain Binding). The
+device plugin's bind-phase confirmation and its consumption of devices-to-allocate change no
+assignment and do not match.
+*/}}
+{{- define "vgpu-guard.celAssignmentWritten" -}}
+({{ include "vgpu-guard.celBinding" . }} && has(object.metadata.annotations) && ('volcano.sh/vgpu-ids-new' in object.metadata.annotations || 'volcano.sh/devices-to-allocate' in object.metadata.annotations)) || (request.operation == 'UPDATE' && request.resource.resource == 'pods' && has(object.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in object.metadata.annotations && !(has(oldObject.metadata.annotations) && 'volcano.sh/vgpu-ids-new' in oldObject.metadata.annotations && oldObject.metadata.annotations['volcano.sh/vgpu-ids-new'] == object.metadata.annotations['volcano.sh/vgpu-ids-new']))
+{{- end }}
+
+{{/* The writes through which an assignment reaches a pod (both allocation webhook entries): pod
+UPDATE, pods/status, and a Binding through either door (a tenant allowed to create bindings but not
+pods/binding must not bind past the arbiter). */}}
 {{- define "vgpu-guard.podAllocationRules" -}}
 - apiGroups: [""]
   apiVersions: ["v1"]
@@ -148,7 +159,7 @@ consumption of devices-to-allocate change no assignment and do not match.
   scope: Namespaced
 - apiGroups: [""]
   apiVersions: ["v1"]
-  resources: ["pods/binding"]
+  resources: ["pods/binding", "bindings"]
   operations: ["CREATE"]
   scope: Namespaced
 {{- end }}
