@@ -75,7 +75,7 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     env: Env, volcano_mode: AioClusterClient, version: Version
 ) -> None:
     """#3616's stale cache: Volcano puts three 12 GiB pods on the last free 24 GiB card in one session
-    (bindings sent concurrently). Two land; the third assignment is denied before it reaches the pod,
+    (bindings sent concurrently). Two land; the third Binding is denied before it binds the pod,
     with the card's numbers and holders, and the pod stays Pending for Volcano's next session."""
     names = ["web-0", "web-1", "web-2"]
     pods = await create_pods(env, names, 12288, "seed-000")
@@ -90,13 +90,13 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     winners = sorted(n for n in names if n != loser)
     assert isinstance(error, KubeError) and error.code == 403
     holders = ", ".join(f"{env.ns}/{n}" for n in winners)
-    # On 1.28+ the arbiter's own fail-closed entry answers; before, the one allocation entry.
-    webhook = (
-        "pod-assignments.vgpu-guard.io" if env.guard.match_conditions else "pod-allocations.vgpu-guard.io"
-    )
+    # On 1.28+ the arbiter's own fail-closed entry answers an annotated Binding; before, and for
+    # 1.10-1.15's plain Binding (it commits the assignment stored on the pod), the allocation entry.
+    annotated = env.guard.match_conditions and version == "1.16"
+    webhook = "pod-assignments.vgpu-guard.io" if annotated else "pod-allocations.vgpu-guard.io"
     assert error.message == (
         f'admission webhook "{webhook}" denied the request: [vgpu-assignment-capacity] '
-        "metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
+        "metadata.annotations[volcano.sh/devices-to-allocate]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
         f"of {CARD} MiB, 12288 MiB asked (held by {holders}); the assignment of pod {env.ns}/{loser} is "
         "refused before it lands, and Volcano decides again on its next session"
     )
@@ -104,7 +104,9 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     stored = {p["metadata"]["name"]: p for p in await env.pods()}
     assert used_per_gpu(list(stored.values())) == {"GPU-e2e-a10-0-0": CARD}
     assert not stored[loser]["spec"].get("nodeName")
-    assert "volcano.sh/vgpu-ids-new" not in notes(stored[loser])
+    # 1.10-1.15: the PATCH was only checked (it fit alone) and stays on the Pending pod, as
+    # Volcano leaves it; the Binding is where the card was found full.
+    assert ("volcano.sh/vgpu-ids-new" in notes(stored[loser])) == (version == "1.15")
     assert {n for n, p in stored.items() if p["spec"].get("nodeName") == "e2e-a10-0"} == set(winners)
     ledger = await env.ledger("e2e-a10-0")
     assert ledger is not None

@@ -20,7 +20,7 @@ from tests.e2e.conftest import Env, gpu_pod, plain_pod
 from tests.e2e.harness import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, until
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import PODS
+from vgpu_guard.kube.resources import BINDINGS, PODS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -75,7 +75,9 @@ async def tenant(env: Env) -> AsyncIterator[tuple[AioClusterClient, str]]:
             "verbs": ["get", "list", "create", "update", "patch", "delete"],
         },
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get", "update", "patch"]},
-        {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+        # Both doors: pods/binding, and the legacy bindings resource (the Python client's
+        # create_namespaced_binding), which reached neither allocation entry before issue 43.
+        {"apiGroups": [""], "resources": ["pods/binding", "bindings"], "verbs": ["create"]},
     ]
     rbac = "rbac.authorization.k8s.io/v1"
     await env.api.create(
@@ -127,6 +129,23 @@ async def test_a_tenant_cannot_write_an_assignment_into_a_plain_pod(
             f"[allocation-annotations] metadata.annotations[{NODE}]: e2e-ha-0 on a Binding by {user} would be "
             f"copied onto pod {env.ns}/victim; {WHO}, bind without it"
         ),
+    )
+
+    legacy = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "victim", "annotations": FORGED},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "e2e-ha-0"},
+    }
+    with pytest.raises(KubeError) as error:
+        await api.create(BINDINGS, legacy, namespace=env.ns)
+    assert error.value.code == 403
+    assert error.value.message == denied(
+        f"[allocation-annotations] metadata.annotations[{NODE}]: e2e-ha-0 on a Binding by {user} would be "
+        f"copied onto pod {env.ns}/victim; {WHO}, bind without it\n"
+        f"[allocation-annotations] metadata.annotations[{IDS}]: {FORGED[IDS]} on a Binding by {user} would "
+        f"be copied onto pod {env.ns}/victim; {WHO}, bind without it",
+        answering(env),
     )
 
     stored = await env.pod("victim")
