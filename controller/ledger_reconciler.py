@@ -41,9 +41,14 @@ from vgpu_guard.engine.pod_request import PodRequestError, pod_request
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.logs import audit
 
-__all__ = ["LedgerReconciler", "Reconciled", "release_reason"]
+__all__ = ["HOLD_NOTICE_SECONDS", "LedgerReconciler", "Reconciled", "release_reason"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
+
+# An admitted Binding lands within its request, milliseconds after our reservation; an entry whose
+# pod is still unbound this long after was refused after admission (another webhook, the API
+# server), and its hold is announced on the pod and the GPULedger (issue 43).
+HOLD_NOTICE_SECONDS = 10
 
 
 def release_reason(
@@ -135,6 +140,8 @@ class LedgerReconciler:
         # Entries reserved at admission whose pod is not bound yet (uid -> reservedAt): checked
         # again once ``arbiter.unboundReleaseSeconds`` have passed, though nothing else changed.
         self._admitted_unbound: dict[str, int] = {}
+        # The holds announced already (uid, reservedAt): one Event pair per hold.
+        self._holds_announced: set[tuple[str, int]] = set()
         self._reported_bad: dict[str, str] = {}
         self._now = int(clock())
 
@@ -157,7 +164,27 @@ class LedgerReconciler:
             # Raises on a 409: ``_unreconciled`` keeps every dirty pod for the next pass.
             wrote, left = await self._write(step, self.world.view, result)
         self._unreconciled = left
+        await self._announce_holds()
         return wrote
+
+    async def _announce_holds(self) -> None:
+        """Each hold of an admitted entry whose Binding has not landed: an Event on the pod and on
+        the GPULedger naming the holder and when the hold ends, so the pod waiting for those GPUs
+        (refused meanwhile) and whoever reads the ledger can tell what holds them."""
+        hold = self.config.arbiter.unbound_release_seconds
+        world = self.world
+        for uid, at in list(self._admitted_unbound.items()):
+            if abs(self._now - at) < HOLD_NOTICE_SECONDS or (uid, at) in self._holds_announced:
+                continue
+            record, pod = world.records.get(uid), world.pods.get(uid)
+            if record is None or record.node or pod is None:
+                continue
+            for name in world.entries.get(uid, ()):
+                entry = world.ledgers[name].allocations.get(uid) if name not in world.bad else None
+                if entry is not None and entry.admitted and entry.reserved_at == at:
+                    self._holds_announced.add((uid, at))
+                    await self.reports.unlanded_hold(pod, entry, name, ends_at=at + hold)
+        self._holds_announced &= set(self._admitted_unbound.items())
 
     def _hold_expired(self) -> dict[str, None]:
         """Entries reserved at admission whose hold ran out (checked again, and tracked anew by

@@ -165,6 +165,12 @@ class AllocationMetrics:
             ["reason"],
             registry=registry,
         )
+        self.unlanded_holds = Counter(
+            "vgpu_guard_unlanded_holds_total",
+            "Holds announced of GPUs reserved at admission for a Binding that did not land (another "
+            "admission webhook or the API server refused it), each bounded by arbiter.unboundReleaseSeconds.",
+            registry=registry,
+        )
         self.adoptions = Counter(
             "vgpu_guard_adoptions_total",
             "Bound pods with an assignment but no ledger entry, taken into the ledger.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable, Mapping, Sequence
 
 from vgpu_guard.controller.events import Events
@@ -181,6 +182,34 @@ class Reporter:
             type_="Warning",
         )
 
+    async def unlanded_hold(self, pod: Obj, entry: Allocation, node: str, *, ends_at: int) -> None:
+        """An admitted entry whose Binding did not land holds GPUs until ``ends_at``: said on the pod
+        and on its GPULedger, naming the holder and when it goes (docs/design/ledger.md, bounded holds)."""
+        gpus = ", ".join(sorted({g.uuid for g in entry.grants()}))
+        since = _utc(entry.reserved_at)
+        ends = _utc(ends_at)
+        self.metrics.unlanded_holds.inc()
+        await self.events.event(
+            pod,
+            reason="GPUHeldForUnlandedBinding",
+            message=(
+                f"GPUs {gpus} on node {node} are held for this pod since {since} by a Binding vgpu-guard admitted "
+                f"that has not landed (another admission webhook or the API server refused it); the hold ends "
+                f"by {ends} (arbiter.unboundReleaseSeconds), then pods waiting for these GPUs go first"
+            ),
+            type_="Warning",
+        )
+        ledger = {"apiVersion": LEDGER_API_VERSION, "kind": "GPULedger", "metadata": {"name": node}}
+        await self.events.event(
+            ledger,
+            reason="GPUHeldForUnlandedBinding",
+            message=(
+                f"entry of pod {entry.key} holds {gpus} since {since} for a Binding that has not landed; "
+                f"it goes by {ends} (arbiter.unboundReleaseSeconds)"
+            ),
+            type_="Warning",
+        )
+
     async def adopted_over_capacity(
         self,
         adopted: Sequence[tuple[Allocation, str]],
@@ -240,3 +269,12 @@ class Reporter:
             self._unschedulable_sent.pop(uid, None)
         self.events.forget_pods(gone)
         self.nodes.forget_pods(gone)
+
+
+def _utc(seconds: int) -> str:
+    """Unix seconds as an RFC 3339 UTC time, as kubectl shows times (a stamp no calendar holds, as a
+    hand-edited reservedAt may be, as the number)."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds} (Unix seconds)"

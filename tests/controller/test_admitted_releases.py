@@ -3,8 +3,11 @@ land, released once the pod is still unbound after ``arbiter.unboundReleaseSecon
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from tests.builders import config_with
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from vgpu_guard.controller.ledger_reconciler import HOLD_NOTICE_SECONDS
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.resources import LEDGERS
 
@@ -69,3 +72,28 @@ async def test_the_hold_is_arbiter_unbound_release_seconds() -> None:
     cluster.clock.advance(300 - HOLD)
     await controller.settle()
     assert cluster.ledgers()["gpu-0"].allocations == {}
+
+
+async def test_a_hold_whose_binding_did_not_land_is_announced_once_on_the_pod_and_the_ledger() -> None:
+    """Issue 43: a card held for a Binding another webhook refused is visible, naming the holder and
+    when the hold ends, once per hold."""
+    cluster = Cluster([gpu_node("gpu-0", 2)])
+    uid = volcano_pod(cluster, "web")
+    at = int(cluster.clock())
+    admitted_entry(cluster, "web", uid=uid, at=at)
+    controller = cluster.replica()
+    await controller.settle()
+    assert not cluster.events("GPUHeldForUnlandedBinding"), "announced while the Binding may still land"
+    cluster.clock.advance(HOLD_NOTICE_SECONDS)
+    await controller.settle()
+    cluster.clock.advance(5)
+    await controller.settle()
+    events = cluster.events("GPUHeldForUnlandedBinding")
+    assert sorted(e["involvedObject"]["kind"] for e in events) == ["GPULedger", "Pod"]
+    on_pod = next(e for e in events if e["involvedObject"]["kind"] == "Pod")
+    ends = datetime.fromtimestamp(at + HOLD, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert on_pod["type"] == "Warning"
+    assert "GPUs GPU-gpu-0-0 on node gpu-0 are held for this pod since" in on_pod["message"]
+    assert f"the hold ends by {ends} (arbiter.unboundReleaseSeconds)" in on_pod["message"]
+    on_ledger = next(e for e in events if e["involvedObject"]["kind"] == "GPULedger")
+    assert on_ledger["message"].startswith("entry of pod default/web holds GPU-gpu-0-0 since ")
