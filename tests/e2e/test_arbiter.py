@@ -96,7 +96,7 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     webhook = "pod-assignments.vgpu-guard.io" if annotated else "pod-allocations.vgpu-guard.io"
     assert error.message == (
         f'admission webhook "{webhook}" denied the request: [vgpu-assignment-capacity] '
-        "metadata.annotations[volcano.sh/devices-to-allocate]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
+        "metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-e2e-a10-0-0 on node e2e-a10-0 has 0 MiB free "
         f"of {CARD} MiB, 12288 MiB asked (held by {holders}); the assignment of pod {env.ns}/{loser} is "
         "refused before it lands, and Volcano decides again on its next session"
     )

@@ -81,7 +81,7 @@ def test_seed_000_the_third_12_gib_assignment_on_the_last_card_is_refused() -> N
     third = decide(binding(raw), request("web-2"), ledger)
     assert isinstance(third, Refused)
     assert [v.render() for v in third.violations] == [
-        "[vgpu-assignment-capacity] metadata.annotations[volcano.sh/devices-to-allocate]: GPU GPU-gpu-0-7 on node "
+        "[vgpu-assignment-capacity] metadata.annotations[volcano.sh/vgpu-ids-new]: GPU GPU-gpu-0-7 on node "
         "gpu-0 has 0 MiB free of 24576 MiB, 12288 MiB asked (held by default/web-0, default/web-1); the "
         "assignment of pod default/web-2 is refused before it lands, and Volcano decides again on its next "
         "session"
@@ -189,7 +189,7 @@ def test_a_plain_binding_commits_the_assignment_stored_on_the_pod() -> None:
     raw = "GPU-gpu-0-7,NVIDIA,12288,0:;"
     stored = pod(name="web", annotations={IDS: raw, DTA: raw, NODE_KEY: "gpu-0"})
     written = binding_assignment({"target": {"name": "gpu-0"}}, stored, pod_key="default/web")
-    assert written == WrittenAssignment("gpu-0", raw, DTA, "Binding", "bind")
+    assert written == WrittenAssignment("gpu-0", raw, IDS, "Binding", "bind")
 
 
 def test_an_assignment_the_device_plugin_would_read_otherwise_is_refused() -> None:

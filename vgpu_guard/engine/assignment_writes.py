@@ -155,8 +155,10 @@ def binding_assignment(
             f"device plugin on {_quoted(node)} hands out only assignments whose {VGPU_NODE} names it, so the "
             f"Binding is refused; set {VGPU_NODE} to the node bound to",
         )
-    key = DEVICES_TO_ALLOCATE if devices is not None else VGPU_IDS
-    raw = devices if devices is not None else ids
+    # The two agree where both are set (above): a refusal names vgpu-ids-new, the one Volcano's
+    # users read (and its own cache counts), unless only devices-to-allocate is there.
+    key = VGPU_IDS if ids is not None else DEVICES_TO_ALLOCATE
+    raw = ids if ids is not None else devices
     assert raw is not None
     return WrittenAssignment(node=node, raw=raw, key=key, via="Binding", effect="bind")
 
