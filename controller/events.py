@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.events import event_object, meta
 from vgpu_guard.kube.resources import EVENTS
 from vgpu_guard.logs import audit
 
@@ -23,16 +23,8 @@ __all__ = ["MAX_PENDING_EVENTS", "Events", "meta"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
 
-_COMPONENT = "vgpu-guard"
-_EVENT_MESSAGE_LIMIT = 1024
 # Events waiting to be sent (for their rate limit) beyond which new ones are dropped and counted.
 MAX_PENDING_EVENTS = 1000
-
-
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``obj``'s metadata, or an empty mapping: a report never fails on a malformed object."""
-    m = obj.get("metadata")
-    return m if isinstance(m, Mapping) else {}
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:
@@ -87,47 +79,13 @@ class Events:
         the pass that made it)."""
         m = meta(obj)
         namespace = str(m.get("namespace") or "default")
-        event = self._event_object(obj, m, namespace, reason=reason, message=message, type_=type_)
+        event = event_object(
+            obj, reason=reason, message=message, type_=type_, identity=self.identity, now=self.clock()
+        )
         try:
             await self.client.create(EVENTS, event, namespace=namespace)
         except KubeError as e:
             log.warning("cannot record event %s on %s/%s: %s", reason, namespace, m.get("name"), e)
-
-    def _event_object(
-        self,
-        obj: Mapping[str, Any],
-        m: Mapping[str, Any],
-        namespace: str,
-        *,
-        reason: str,
-        message: str,
-        type_: str,
-    ) -> Obj:
-        """The core/v1 Event as kubectl describe shows it (message truncated to what the API takes)."""
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-        if len(message) > _EVENT_MESSAGE_LIMIT:
-            message = message[: _EVENT_MESSAGE_LIMIT - 15] + "... (truncated)"
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{m.get('name')}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": str(obj.get("apiVersion") or "v1"),
-                "kind": str(obj.get("kind") or "Pod"),
-                "name": m.get("name"),
-                "namespace": m.get("namespace") or "",
-                "uid": m.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "source": {"component": _COMPONENT},
-            "reportingComponent": _COMPONENT,
-            "reportingInstance": self.identity,
-        }
 
     async def once(self, pod: Obj, reason: str, message: str) -> None:
         """A Warning Event and an audit line on ``pod`` once per reason, until the pod is forgotten."""

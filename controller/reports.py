@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable, Mapping, Sequence
 
 from vgpu_guard.controller.events import Events
@@ -26,6 +25,7 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION
 from vgpu_guard.engine.ledger import Allocation, GpuUsage, NodeLedger, gpu_usage
 from vgpu_guard.engine.objects import Obj
+from vgpu_guard.engine.timestamps import rfc3339
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import PODS
@@ -186,16 +186,17 @@ class Reporter:
         """An admitted entry whose Binding did not land holds GPUs until ``ends_at``: said on the pod
         and on its GPULedger, naming the holder and when it goes (docs/design/ledger.md, bounded holds)."""
         gpus = ", ".join(sorted({g.uuid for g in entry.grants()}))
-        since = _utc(entry.reserved_at)
-        ends = _utc(ends_at)
+        since = rfc3339(entry.reserved_at)
+        ends = rfc3339(ends_at)
         self.metrics.unlanded_holds.inc()
         await self.events.event(
             pod,
             reason="GPUHeldForUnlandedBinding",
             message=(
-                f"GPUs {gpus} on node {node} are held for this pod since {since} by a Binding vgpu-guard admitted "
-                f"that has not landed (another admission webhook or the API server refused it); the hold ends "
-                f"by {ends} (arbiter.unboundReleaseSeconds), then pods waiting for these GPUs go first"
+                f"GPUs {gpus} on node {node} are held for this pod since {since} by a Binding vgpu-guard "
+                "admitted that has not landed (another admission webhook or the API server refused it); "
+                f"the hold ends by {ends} (arbiter.unboundReleaseSeconds), then pods waiting for these GPUs "
+                "go first"
             ),
             type_="Warning",
         )
@@ -269,12 +270,3 @@ class Reporter:
             self._unschedulable_sent.pop(uid, None)
         self.events.forget_pods(gone)
         self.nodes.forget_pods(gone)
-
-
-def _utc(seconds: int) -> str:
-    """Unix seconds as an RFC 3339 UTC time, as kubectl shows times (a stamp no calendar holds, as a
-    hand-edited reservedAt may be, as the number)."""
-    try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return f"{seconds} (Unix seconds)"

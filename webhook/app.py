@@ -41,6 +41,7 @@ from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
 from vgpu_guard.webhook.pending_pods import PendingPods
 from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
+from vgpu_guard.webhook.stuck_refusals import StuckNotices
 from vgpu_guard.webhook.views import ViewSource
 
 __all__ = ["CONFIG", "METRICS", "ROUTES", "VIEWS", "Route", "create_app"]
@@ -288,7 +289,14 @@ def create_app(
         if client is not None
         else None
     )
-    app[ARBITER] = Arbiter(views=views.snapshot, client=client, writer=writer, clock=clock, pods=pods)
+    notices = (
+        StuckNotices(client, LedgerWriteMetrics.for_registry(registry).stuck, clock=clock)
+        if client is not None
+        else None
+    )
+    app[ARBITER] = Arbiter(
+        views=views.snapshot, client=client, writer=writer, clock=clock, pods=pods, notices=notices
+    )
     for route in ROUTES:
         app.router.add_post(route.path, _handler(route))
     return app

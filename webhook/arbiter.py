@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from vgpu_guard.engine.allocator import pod_queue
 from vgpu_guard.engine.arbiter import RULE, Holds, Refused, Reserved, arbitrate
+from vgpu_guard.engine.assignment import decode_assignment_entries
 from vgpu_guard.engine.assignment_writes import (
     WrittenAssignment,
     binding_assignment,
@@ -54,6 +55,7 @@ from vgpu_guard.kube.ledger_writer import LedgerWriter, WriteFailed
 from vgpu_guard.kube.resources import PODS
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.pending_pods import PendingPods
+from vgpu_guard.webhook.stuck_refusals import StuckNotices
 
 __all__ = ["Arbiter"]
 
@@ -82,6 +84,8 @@ class Arbiter:
     clock: Callable[[], float] = time.time
     # The unbound pods a Binding's pod is read from before a GET is needed (None: always a GET).
     pods: PendingPods | None = None
+    # Refusals counted per pod; a pod refused again and again is told what holds its GPUs.
+    notices: StuckNotices | None = None
 
     async def admit(self, request: AdmissionRequest, config: GuardConfig) -> AdmissionDecision:
         """The allocation webhook's answer (see the module docstring)."""
@@ -240,7 +244,19 @@ class Arbiter:
                     "(arbiter.writeTimeoutSeconds)"
                 )
         if isinstance(outcome, Refused):
+            if self.notices is not None and not request.dry_run:
+                gpus = {d.uuid for c in decode_assignment_entries(written.raw).containers for d in c}
+                self.notices.refused(
+                    (wanted.namespace, wanted.name, wanted.uid),
+                    written.node,
+                    self.writer.newest(cached),
+                    gpus,
+                    unbound=holds.unbound,
+                    hold_seconds=holds.seconds,
+                )
             return decision_from(list(outcome.violations), config, obj=request.object)
+        if self.notices is not None and not request.dry_run:
+            self.notices.streaks.reserved(wanted.uid)
         if outcome.ledger is not None and not request.dry_run:
             audit(
                 "reservation",

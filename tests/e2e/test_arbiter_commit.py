@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.conftest import Env, gpu_pod
-from tests.e2e.harness import GpuNode
+from tests.e2e.harness import GpuNode, until
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, encode
 from vgpu_guard.engine.assignment import assignment_annotations
@@ -220,3 +220,29 @@ async def test_devices_to_allocate_that_differs_from_vgpu_ids_new_is_refused(
     ) in error.message
     assert not (await env.pod("split"))["spec"].get("nodeName")
     assert await held(env) == {}
+
+
+async def test_a_choice_refused_session_after_session_gets_an_event_naming_what_holds_the_gpu(
+    env: Env, volcano_mode: AioClusterClient, commit_node: None
+) -> None:
+    """Volcano retries a refused choice every session (a stale cache here). At the fifth refusal
+    within two minutes the pod is told, once, what holds the GPU and whether Volcano counts it (it
+    does: its cache is catching up). The Event is the webhook's own write, under the chart's RBAC."""
+    holder, waiting = await pods_of(env, ["holder", "waiting"], CARD)
+    binder = Binder(volcano_mode, "1.16")
+    await binder.bind(holder, NODE.name, [Device(G0, CARD)])
+    for _ in range(6):
+        error = await refused(binder.bind(waiting, NODE.name, [Device(G0, CARD)]))
+        assert error.code == 403
+
+    async def stuck() -> list[Obj] | None:
+        found = [e for e in await env.events("waiting") if e.get("reason") == "GPUAssignmentStuck"]
+        return found or None
+
+    events = await until("GPUAssignmentStuck on waiting", stuck)
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+    assert events[0]["message"] == (
+        f"vgpu-guard refused the GPU assignment of pod {env.ns}/waiting on node {NODE.name} 5 times within "
+        f"120 s; held by {G0}: {env.ns}/holder {CARD} MiB (bound; Volcano counts it). Volcano counts every "
+        "holder: its cache is catching up and the next sessions choose again"
+    )

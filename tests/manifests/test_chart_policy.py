@@ -338,6 +338,8 @@ NEEDS: list[tuple[str, str, str, str, str | None, str | None]] = [
         for v in ("get", "list", "watch", "create", "update")
     ],
     *[(WEBHOOK_SA, v, "", "secrets", NS, "vgpu-guard-tls") for v in ("get", "update")],
+    # A pod the arbiter keeps refusing is told why (issue 43, webhook/stuck_refusals.py).
+    (WEBHOOK_SA, "create", "", "events", "team-a", None),
     *[(CONTROLLER_SA, v, "", "pods", "team-a", None) for v in ("get", "list", "watch")],
     (CONTROLLER_SA, "create", "", "pods/binding", "team-a", None),
     *[(CONTROLLER_SA, v, "", "pods/status", "team-a", None) for v in ("patch", "update")],
@@ -379,6 +381,7 @@ NEEDS: list[tuple[str, str, str, str, str | None, str | None]] = [
 FORBIDDEN: list[tuple[str, str, str, str, str | None, str | None]] = [
     (WEBHOOK_SA, "delete", "vgpu-guard.io", "gpuledgers", None, None),  # releases are the controller's
     (WEBHOOK_SA, "create", "", "pods/binding", "team-a", None),
+    (WEBHOOK_SA, "delete", "", "events", "team-a", None),
     (WEBHOOK_SA, "get", "", "secrets", NS, "someone-elses-secret"),
     (WEBHOOK_SA, "get", "", "secrets", "team-a", "vgpu-guard-tls"),
     (CONTROLLER_SA, "list", "", "secrets", NS, None),

@@ -23,7 +23,7 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import decode_ledger
 from vgpu_guard.kube.errors import NotFound, Unavailable
-from vgpu_guard.kube.resources import CRDS, LEDGERS, PODS
+from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, PODS
 from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
 
@@ -149,7 +149,8 @@ async def test_a_writer_check_set_to_warn_keeps_its_warning_and_the_assignment_i
         )
     assert answer["allowed"] is True
     assert sorted(w.split(":", 1)[0] for w in answer["warnings"]) == [
-        f"[allocation-annotations] metadata.annotations[{key}]" for key in (DEVICES_TO_ALLOCATE, IDS, VGPU_NODE)
+        f"[allocation-annotations] metadata.annotations[{key}]"
+        for key in (DEVICES_TO_ALLOCATE, IDS, VGPU_NODE)
     ]
     assert [a.name for a in decode_ledger(store.get(LEDGERS, "gpu-0")).allocations.values()] == ["web-0"]
 
@@ -206,3 +207,38 @@ async def test_a_pod_the_cache_cannot_vouch_for_is_read_with_a_get(
         assert faults.log == [("get", "pods")]
     with contextlib.suppress(NotFound):
         assert decode_ledger(store.get(LEDGERS, "gpu-0")).allocations == {}
+
+
+async def test_a_pod_refused_again_and_again_is_told_what_holds_its_gpu_once(
+    http: aiohttp.ClientSession, server_ssl: ssl.SSLContext
+) -> None:
+    """Issue 43: Volcano retries the same refused choice every session. At the fifth refusal within
+    two minutes the pod gets one GPUAssignmentStuck Event naming the holders and whether Volcano
+    counts them (here it does: its cache is catching up), and the counter says which."""
+    store, client = api()
+    holder, waiting = stored_pod(store, "holder"), stored_pod(store, "waiting")
+    full = "GPU-gpu-0-0,NVIDIA,24576,0:;"
+    async with webhook(server_ssl, client) as running:
+        assert (await post(http, running, binding_review(holder, full)))["allowed"] is True
+        target = {"apiVersion": "v1", "kind": "Node", "name": "gpu-0"}
+        store.bind("default", "holder", {"metadata": {"name": "holder"}, "target": target})
+        for attempt in range(7):
+            answer = await post(http, running, binding_review(waiting, "GPU-gpu-0-0,NVIDIA,12288,0:;"))
+            assert answer["allowed"] is False, attempt
+        for _ in range(50):
+            if store.list(EVENTS, namespace="default").items:
+                break
+            await asyncio.sleep(0.02)
+        metric = running.registry.get_sample_value(
+            "vgpu_guard_arbiter_stuck_refusals_total", {"holders": "counted-by-volcano"}
+        )
+    [event] = store.list(EVENTS, namespace="default").items
+    assert (event["reason"], event["type"]) == ("GPUAssignmentStuck", "Warning")
+    assert event["involvedObject"]["name"] == "waiting"
+    assert event["involvedObject"]["uid"] == waiting["metadata"]["uid"]
+    assert event["message"] == (
+        "vgpu-guard refused the GPU assignment of pod default/waiting on node gpu-0 5 times within 120 s; held "
+        "by GPU-gpu-0-0: default/holder 24576 MiB (bound; Volcano counts it). Volcano counts every holder: its "
+        "cache is catching up and the next sessions choose again"
+    )
+    assert metric == 1

@@ -63,6 +63,7 @@ class LedgerWriteMetrics:
     writes: Counter
     batch: Histogram
     attempts: Histogram
+    stuck: Counter
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> LedgerWriteMetrics:
@@ -91,6 +92,14 @@ class LedgerWriteMetrics:
                 "vgpu_guard_arbiter_write_attempts",
                 "Ledger decisions a reservation took before it was answered (1 + conflicts met).",
                 buckets=_ATTEMPT_BUCKETS,
+                registry=registry,
+            ),
+            stuck=Counter(
+                "vgpu_guard_arbiter_stuck_refusals_total",
+                "Pods whose GPU assignment the arbiter refused 5 times within 120 s, each told why with a "
+                "GPUAssignmentStuck Event, by holders: counted-by-volcano (Volcano's cache is catching up) "
+                "or unseen-by-volcano (a holder Volcano does not count keeps the GPUs).",
+                ["holders"],
                 registry=registry,
             ),
         )
