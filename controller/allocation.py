@@ -46,7 +46,7 @@ from vgpu_guard.controller.handshakes import CLOCK_SKEW_SECONDS
 from vgpu_guard.controller.inputs import InputSource, ListedInputs
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler, release_reason
 from vgpu_guard.controller.metrics import AllocationMetrics
-from vgpu_guard.controller.node_writes import NodeWrites
+from vgpu_guard.controller.node_writes import NodeConflicts, NodeWrites
 from vgpu_guard.controller.pass_result import PassResult
 from vgpu_guard.controller.placer import Placer
 from vgpu_guard.controller.pod_parser import PodParser
@@ -219,6 +219,10 @@ class AllocationController:
             )
             if not self.background_events:
                 await self.flush_events()
+        except NodeConflicts as e:
+            # The nodes that lost were undone where they lost (a gang split across them ends the
+            # pass); the world and every other node's work stand (issue 44).
+            log.info("a gang's ledger write lost a race, re-deciding it on the next pass: %s", e)
         except Conflict as e:
             self.world.resync()  # what the allocator decided may not be what the ledgers hold
             self.metrics.conflicts.inc()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from vgpu_guard.controller.ghost_entries import confirm_missing
 from vgpu_guard.controller.metrics import AllocationMetrics
-from vgpu_guard.controller.node_writes import NodeWrites, Write
+from vgpu_guard.controller.node_writes import NodeConflicts, NodeWrites, Write
 from vgpu_guard.controller.pass_result import PassResult
 from vgpu_guard.controller.reports import Reporter
 from vgpu_guard.controller.world import PodRecord, World
@@ -350,10 +350,17 @@ class LedgerReconciler:
                 unwritten.add(name)  # its retry is not due: the entries wait in _unreconciled
                 continue
             writes[name] = (old, new, view.nodes.get(name))
-        failed = await self.writes.write(writes)
+        try:
+            failed, lost = await self.writes.write(writes), {}
+        except NodeConflicts as race:
+            # Those nodes' pods are checked again from the next read; the rest of step 1 stands.
+            failed, lost = race.failed, race.lost
+            self.metrics.conflicts.inc(len(lost))
+            result.conflicts += len(lost)
+            log.info("step 1 lost a ledger race on %s, checked again next pass", ", ".join(sorted(lost)))
         for name in failed:
             await self.writes.hold(name, failed[name], ())
-        unwritten |= set(failed)
+        unwritten |= set(failed) | set(lost)
         left: dict[str, None] = {}
         if unwritten:
             step, left = _without_nodes(step, unwritten)
@@ -382,4 +389,5 @@ class LedgerReconciler:
             await self.reports.repair(world.pods[entry.pod_uid], entry, name, findings)
         await self.reports.adopted_over_capacity(step.adopted, {**world.ledgers, **step.updated}, view)
         result.repaired.extend(entry.key for entry, _, _ in step.repaired)
+        # A write that landed, or lost a race, ends the pass: the next one starts from what is stored.
         return bool(set(writes) - set(failed)), left

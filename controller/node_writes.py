@@ -2,11 +2,13 @@
 
 Both halves of a pass write ledgers (the reconciler its releases and adoptions, the placer its
 reservations) and both need the same rules (issue 36): every write is a CAS through the one
-``LedgerWriter``; a 409 anywhere ends the pass once all writes have ended (the next pass decides
-again from fresh state); any other failure is that node's alone: it is held out of placement
-until its retry (controller/unwritable.py) and reported on the Node and its GPULedger, and every
-other node's writes go on. The ledger summary (kubectl's FREE-MIB) follows registration changes
-here too, with the same write rules.
+``LedgerWriter``; a 409 is that node's alone (issue 44: with the arbiter writing the same ledgers
+races are routine): once all writes have ended ``NodeConflicts`` names the nodes that lost, and the
+caller undoes its decisions there and decides them again from the next read, leaving every other
+node's work and the world as they are; any other failure is that node's alone too: it is held
+out of placement until its retry (controller/unwritable.py) and reported on the Node and its
+GPULedger, and every other node's writes go on. The ledger summary (kubectl's FREE-MIB) follows
+registration changes here too, with the same write rules.
 """
 
 from __future__ import annotations
@@ -24,13 +26,24 @@ from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.ledger_writer import LedgerWriter
 
-__all__ = ["SUMMARY_CHECKS_PER_PASS", "NodeWrites", "Write"]
+__all__ = ["SUMMARY_CHECKS_PER_PASS", "NodeConflicts", "NodeWrites", "Write"]
 
 # One ledger write: the ledger as read, the ledger to write, the node's registration (for the summary).
 Write = tuple[NodeLedger, NodeLedger, NodeInfo | None]
 
 # Ledger summaries compared with their node's registration per pass (the rest wait for the next).
 SUMMARY_CHECKS_PER_PASS = 256
+
+
+class NodeConflicts(Conflict):
+    """Some nodes' ledger writes lost a race (409, or the ledger was deleted under the write); the
+    other writes landed or ``failed`` (not held yet: the caller holds them as it would have)."""
+
+    def __init__(self, lost: Mapping[str, Conflict], failed: Mapping[str, KubeError]) -> None:
+        names = ", ".join(sorted(lost))
+        super().__init__(f"GPULedger writes lost a race on {names}: {next(iter(lost.values()))}", code=409)
+        self.lost = dict(lost)
+        self.failed = dict(failed)
 
 
 class NodeWrites:
@@ -79,23 +92,23 @@ class NodeWrites:
 
     async def write(self, writes: Mapping[str, Write]) -> dict[str, KubeError]:
         """CAS-write each node's ledger (all at once, bounded); returns the nodes whose write failed
-        and why. A 409 on any node is raised once every write has ended (the pass re-decides);
-        any other error is that node's alone (``hold``)."""
+        and why. Nodes that lost a race are raised as ``NodeConflicts`` once every write has ended
+        (with the failed ones); any other error is that node's alone (``hold``)."""
         failed: dict[str, KubeError] = {}
-        conflicts: list[Conflict] = []
+        conflicts: dict[str, Conflict] = {}
 
         async def one(name: str, old: NodeLedger, new: NodeLedger, info: NodeInfo | None) -> None:
             try:
                 await self.writer.write(old, new, info)
             except Conflict as e:
-                conflicts.append(e)
+                conflicts[name] = e
                 return
             except NotFound as e:
                 if old.resource_version is None:
                     failed[name] = e  # a POST: the resource itself is not served
                     return
                 # Deleted since it was read: as stale as a 409, decided again from the next read.
-                conflicts.append(Conflict(f"GPULedger {name} was deleted under this write: {e}", code=409))
+                conflicts[name] = Conflict(f"GPULedger {name} was deleted under this write: {e}", code=409)
                 return
             except KubeError as e:
                 failed[name] = e
@@ -105,11 +118,8 @@ class NodeWrites:
                 self.reports.nodes.ledger_written(name, recovered)
 
         await gather_bounded((one(name, *args) for name, args in sorted(writes.items())), self.concurrency)
-        if conflicts and failed:
-            for name in sorted(failed):
-                await self.hold(name, failed[name], ())
         if conflicts:
-            raise conflicts[0]
+            raise NodeConflicts(conflicts, failed)
         return failed
 
     async def hold(self, name: str, error: KubeError, pods: Sequence[str]) -> None:

@@ -27,7 +27,7 @@ from vgpu_guard.controller.gang_status import GangKey, GangStatusWriter
 from vgpu_guard.controller.handshakes import Handshakes
 from vgpu_guard.controller.inputs import InputSource
 from vgpu_guard.controller.metrics import AllocationMetrics
-from vgpu_guard.controller.node_writes import NodeWrites, Write
+from vgpu_guard.controller.node_writes import NodeConflicts, NodeWrites, Write
 from vgpu_guard.controller.pass_result import PassResult, Report
 from vgpu_guard.controller.pod_parser import PodParser
 from vgpu_guard.controller.reports import PassReports, Reporter
@@ -42,7 +42,7 @@ from vgpu_guard.engine.pod_request import PodRequest, PodRequestError
 from vgpu_guard.engine.podgroup_status import GangState
 from vgpu_guard.engine.scheduling import Workloads
 from vgpu_guard.kube.bounded import gather_bounded
-from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.errors import Conflict, KubeError
 
 __all__ = ["Placer", "committed_waiting", "readable_pending"]
 
@@ -282,9 +282,11 @@ class Placer:
         reports: list[Report],
     ) -> None:
         """CAS-write every ledger the pass changed (all nodes at once), then hand the committed
-        entries to the Binder. A 409 leaves the allocator to be rebuilt (the pass re-decides); a
-        node whose write fails otherwise is undone and held alone (``_unwritten``), and the other
-        nodes' entries are bound in this pass."""
+        entries to the Binder. A node whose write lost a race is undone alone (``_lost_race``: its
+        pods are placed again next pass, from the ledger as then read); one whose write fails
+        otherwise is undone and held alone (``_unwritten``); the other nodes' entries are bound in
+        this pass. A gang decided across a node that lost and others ends the pass (re-raised):
+        its members are placed together or not at all."""
         world = self.world
         factor = self.config.nvidia.gpu_memory_factor
         writes: dict[str, Write] = {}
@@ -303,11 +305,17 @@ class Placer:
                     world.resync()
                     return
             writes[name] = (old, new, info)
-        failed = await self.writes.write(writes)
+        lost: dict[str, Conflict] = {}
+        try:
+            failed = await self.writes.write(writes)
+        except NodeConflicts as race:
+            failed, lost = race.failed, race.lost
         for name in sorted(failed):
             await self._unwritten(
                 name, failed[name], allocator=allocator, objects=objects, result=result, reports=reports
             )
+        if lost and self._lost_race(lost, allocator, result):
+            raise NodeConflicts(lost, {})  # a gang split across nodes: the next pass decides it whole
         before = len(self.bindings.bound_keys)
         self.bindings.binder.failures.clear()
         self.bindings.binder.offer(committed_waiting(allocator, objects), busy)
@@ -320,6 +328,32 @@ class Placer:
             await asyncio.sleep(0)
         result.bound.extend(self.bindings.bound_keys[before:])
         await self.writes.refresh_summaries(set(writes) - set(failed))
+
+    def _lost_race(self, lost: Mapping[str, Conflict], allocator: Allocator, result: PassResult) -> bool:
+        """Undo this pass's decisions on the nodes whose write lost a race (their pods are placed
+        again from the next read; no hold, no report: a race is not a failure). True when one of
+        them held a member of a gang decided on another node as well (the pass-level case)."""
+        groups_elsewhere = {
+            (entry.namespace, entry.group)
+            for name in allocator.touched
+            if name not in lost
+            for entry in allocator.ledger(name).allocations.values()
+            if entry.group
+        }
+        split = False
+        for name in sorted(lost):
+            stored = self.world.ledgers.get(name) or NodeLedger(node=name)
+            decided = [
+                entry
+                for uid, entry in allocator.ledger(name).allocations.items()
+                if stored.allocations.get(uid) != entry
+            ]
+            split = split or any(e.group and (e.namespace, e.group) in groups_elsewhere for e in decided)
+            self.world.revert(name, [e.pod_uid for e in decided])
+            self.metrics.conflicts.inc()
+            result.conflicts += 1
+            log.info("ledger write of node %s lost a race; its pods are placed again: %s", name, lost[name])
+        return split
 
     async def _unwritten(
         self,

@@ -175,6 +175,7 @@ class World:
         self._allocator: Allocator | None = None
         self.workloads = Workloads()
         self._refill_workloads = False  # set by resync(None): count every placed pod again
+        self.full_resyncs = 0  # rebuilds of a built allocator (resync(None))
         # Node, ledger and whole-card changes the allocator has not taken in yet: a pass that stops
         # after releasing or adopting does not reach it, and the next one must still apply them.
         self._unsynced = Changes()
@@ -399,8 +400,13 @@ class World:
 
     def resync(self, nodes: set[str] | None = None) -> None:
         """Forget the allocator's decisions that may not have reached the server: on ``nodes``
-        (their ledgers as last read), or everything (rebuilt at the next pass) when None."""
+        (their ledgers as last read), or everything (rebuilt at the next pass) when None. A whole
+        rebuild costs the fleet (the allocator, the workloads): it is for a lost watch or an
+        error that may have left any node stale, never for one node's lost race
+        (``full_resyncs`` counts them; the controller benchmark checks it stays 0 under races)."""
         if nodes is None or self._allocator is None:
+            if self._allocator is not None:
+                self.full_resyncs += 1
             self._allocator = None
             self.workloads = Workloads()
             self.placed.clear()

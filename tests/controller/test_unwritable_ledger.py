@@ -201,7 +201,29 @@ async def test_a_release_the_server_refuses_does_not_stop_decisions_elsewhere() 
     assert cluster.ledgers()["gpu-b"].allocations == {}
 
 
-async def test_a_conflict_still_ends_the_pass_and_is_decided_again() -> None:
+async def test_a_race_lost_on_one_node_costs_that_node_alone_and_no_full_resync() -> None:
+    """Issue 44: with the arbiter writing the same ledgers, 409s are routine. gpu-b's write loses a
+    race: its pod is undone there and placed again next pass; gpu-a's pod is written and bound in
+    the same pass, and the controller's picture of the fleet is not rebuilt."""
+    cluster = two_nodes()
+    controller, client, registry = replica(cluster, error=conflict_error("gpu-b"))
+    await controller.run_once()  # the allocator is built
+    cluster.create_pod(pinned("on-a", "gpu-a"))
+    cluster.create_pod(pinned("on-b", "gpu-b"))
+    result = await controller.run_once()
+    assert result.conflicts == 1
+    assert result.bound == ["default/on-a"]
+    assert cluster.bound() == {"on-a": "gpu-a"}
+    assert controller.world.full_resyncs == 0
+    assert registry.get_sample_value("vgpu_guard_ledger_conflicts_total") == 1
+    assert not controller.unwritable.blocked("gpu-b", cluster.clock())  # a race is not a failure
+    client.refused.clear()
+    await cluster.converge(controller)
+    assert cluster.bound() == {"on-a": "gpu-a", "on-b": "gpu-b"}
+    assert controller.world.full_resyncs == 0
+
+
+async def test_a_conflict_is_decided_again() -> None:
     cluster = two_nodes()
     controller, client, registry = replica(cluster, error=conflict_error("gpu-b"))
     cluster.create_pod(pinned("on-b", "gpu-b"))
