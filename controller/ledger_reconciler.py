@@ -25,6 +25,7 @@ from vgpu_guard.controller.pass_result import PassResult
 from vgpu_guard.controller.reports import Reporter
 from vgpu_guard.controller.world import PodRecord, World
 from vgpu_guard.engine.allocator import pod_queue
+from vgpu_guard.engine.arbiter import RELEASE_HOLDS
 from vgpu_guard.engine.assignment import (
     AssignmentError,
     adopted_allocation,
@@ -56,11 +57,13 @@ def release_reason(
 ) -> str | None:
     """Why a ledger entry on ``node`` no longer holds its pod (None: it does).
 
-    An entry the arbiter reserved at admission (``admitted``) whose pod is still not bound after
-    ``hold`` seconds is released too ("unbound"): its write was refused after admission, or Volcano
-    discarded the assignment. ``hold`` outlasts the API server's request timeout, so the admitted
-    write can no longer land (docs/design/ledger.md). A ``reservedAt`` further in the future than
-    ``hold`` (a clock or a hand gone wrong) counts as expired, so it cannot hold a card for ever.
+    An entry the arbiter reserved at admission (``admitted``) whose pod is still not bound
+    ``RELEASE_HOLDS`` holds after its reservation is released too ("unbound"): its write was
+    refused after admission. ``hold`` outlasts the API server's request timeout, so the admitted
+    write can no longer land (docs/design/ledger.md); from ``hold`` on the entry counts for nothing
+    in the arbiter's decisions, and is kept until then only to refuse its own pod's Bindings while
+    others that waited go first. A ``reservedAt`` further in the future than that (a clock or a
+    hand gone wrong) counts as expired, so it cannot hold a card for ever.
     """
     if record is None:
         return "deleted"
@@ -70,7 +73,12 @@ def release_reason(
         return "moved"
     if not record.node and record.deleting:
         return "deleted"
-    if entry is not None and entry.admitted and not record.node and abs(now - entry.reserved_at) >= hold:
+    if (
+        entry is not None
+        and entry.admitted
+        and not record.node
+        and abs(now - entry.reserved_at) >= RELEASE_HOLDS * hold
+    ):
         return "unbound"
     return None
 
@@ -189,7 +197,7 @@ class LedgerReconciler:
     def _hold_expired(self) -> dict[str, None]:
         """Entries reserved at admission whose hold ran out (checked again, and tracked anew by
         ``_entry_in_order`` while their pod stays unbound and the hold has not run out)."""
-        hold = self.config.arbiter.unbound_release_seconds
+        hold = RELEASE_HOLDS * self.config.arbiter.unbound_release_seconds
         due = {uid: None for uid, at in self._admitted_unbound.items() if abs(self._now - at) >= hold}
         for uid in due:
             del self._admitted_unbound[uid]

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from tests.builders import config_with
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.controller.ledger_reconciler import HOLD_NOTICE_SECONDS
+from vgpu_guard.engine.arbiter import RELEASE_HOLDS
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.resources import LEDGERS
 
@@ -27,12 +28,14 @@ def volcano_pod(cluster: Cluster, name: str) -> str:
 
 
 async def test_an_unbound_pods_admitted_entry_is_held_then_released_after_the_hold() -> None:
+    """Released RELEASE_HOLDS holds after it began: from one hold on it counts for nothing in the
+    arbiter's decisions and only keeps its own pod's Bindings refused, so waiters go first."""
     cluster = Cluster([gpu_node("gpu-0", 2)])
     uid = volcano_pod(cluster, "web")
     admitted_entry(cluster, "web", uid=uid, at=cluster.clock())
     controller = cluster.replica()
     await controller.settle()
-    cluster.clock.advance(HOLD - 1)
+    cluster.clock.advance(RELEASE_HOLDS * HOLD - 1)
     await controller.settle()
     assert uid in cluster.ledgers()["gpu-0"].allocations, "released while the admitted write could still land"
     cluster.clock.advance(1)
@@ -66,10 +69,10 @@ async def test_the_hold_is_arbiter_unbound_release_seconds() -> None:
     uid = volcano_pod(cluster, "web")
     admitted_entry(cluster, "web", uid=uid, at=cluster.clock())
     controller = cluster.replica()
-    cluster.clock.advance(HOLD)
+    cluster.clock.advance(RELEASE_HOLDS * HOLD)
     await controller.settle()
     assert uid in cluster.ledgers()["gpu-0"].allocations
-    cluster.clock.advance(300 - HOLD)
+    cluster.clock.advance(RELEASE_HOLDS * (300 - HOLD))
     await controller.settle()
     assert cluster.ledgers()["gpu-0"].allocations == {}
 

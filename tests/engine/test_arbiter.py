@@ -280,27 +280,24 @@ def test_a_lapsed_hold_counts_for_nothing_and_goes_with_the_next_write() -> None
     )
     assert isinstance(later, Reserved) and later.ledger is not None
     assert [a.name for a in later.ledger.allocations.values()] == ["web"]
-    # The stuck pod's own retry after the lapse starts a new hold.
+    # The stuck pod's own retry after the lapse is refused while its lapsed entry stays (until the
+    # controller releases it, RELEASE_HOLDS holds after it began): pods that waited go first.
     again = decide(
         binding(raw), request("stuck", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + HOLD
     )
-    assert isinstance(again, Reserved) and again.ledger is not None
-    assert again.entry.reserved_at == NOW + HOLD
-
-
-def test_a_handed_out_pods_changed_assignment_holds_both() -> None:
-    """After the device plugin confirmed (bind-phase success) the containers keep what they were
-    handed, whatever the annotation says later: the entry holds both, the larger per device."""
-    mine = held("web", "GPU-gpu-0-7", 12288)
-    ledger = NodeLedger("gpu-0", {mine.pod_uid: mine}, resource_version="3")
-    handed = {"volcano.sh/bind-phase": "success"}
-    on_node = pod(name="web", nodeName="gpu-0", annotations={**handed, IDS: "GPU-gpu-0-7,NVIDIA,12288,0:;"})
-    moved = pod(name="web", nodeName="gpu-0", annotations={**handed, IDS: "GPU-gpu-0-6,NVIDIA,1024,0:;"})
-    written = update(on_node, moved)
-    assert isinstance(written, WrittenAssignment) and written.effect == "raise"
-    outcome = decide(written, request("web"), ledger)
-    assert isinstance(outcome, Reserved) and outcome.ledger is not None
-    assert [(g.uuid, g.memory) for g in outcome.ledger.allocations[mine.pod_uid].grants()] == [
-        ("GPU-gpu-0-7", 12288),
-        ("GPU-gpu-0-6", 1024),
-    ]
+    assert isinstance(again, Refused)
+    assert "pods waiting for these GPUs go first for 90 s more" in again.violations[0].message
+    # Once released (gone from the ledger), its retry starts a new hold.
+    fresh = decide(
+        binding(raw),
+        request("stuck", 24576),
+        NodeLedger("gpu-0"),
+        holds=unbound_holds("stuck"),
+        now=NOW + 2 * HOLD,
+    )
+    assert isinstance(fresh, Reserved) and fresh.entry.reserved_at == NOW + 2 * HOLD
+    # ... and so does one that comes after RELEASE_HOLDS holds, the entry still there.
+    late = decide(
+        binding(raw), request("stuck", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + 2 * HOLD
+    )
+    assert isinstance(late, Reserved) and late.entry.reserved_at == NOW + 2 * HOLD

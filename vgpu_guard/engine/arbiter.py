@@ -23,8 +23,10 @@ ledger as last read:
 a Binding that has not landed (another webhook or the API server refused it). Its Bindings are
 re-admitted for ``hold - LANDING_SECONDS`` after the hold began, so every admitted one has landed
 or failed by ``hold``; after that the entry has *lapsed*: it counts for nothing and is dropped by
-the next write of its node, and the pod's own retry starts a new hold. So a pod whose Bindings
-never land holds a card at most ``hold`` seconds while others wait (docs/design/ledger.md).
+the next write of its node. The pod's own Bindings stay refused while the lapsed entry is there,
+until ``RELEASE_HOLDS * hold`` (when the controller releases it): pods that waited for its GPUs
+go first, and it holds nothing meanwhile. So a pod whose Bindings never land holds a card at most
+``hold`` seconds in all while another waits, however often it is retried (docs/design/ledger.md).
 
 Pure: the shell reads the ledger and the node, and writes the result with compare-and-swap
 (vgpu_guard/kube/ledger_writer.py); a conflict re-runs this decision on the fresh ledger.
@@ -45,6 +47,7 @@ from vgpu_guard.engine.violations import Violation
 
 __all__ = [
     "LANDING_SECONDS",
+    "RELEASE_HOLDS",
     "RULE",
     "Holds",
     "Refused",
@@ -59,6 +62,10 @@ _NEXT = "Volcano decides again on its next session"
 # request at --request-timeout (60 s by default), counted from before admission, plus 5 s of clock
 # skew between the webhook replicas and the controller.
 LANDING_SECONDS = 65
+# A lapsed hold's entry stays (counting for nothing) until this many holds after it began: the
+# controller releases it then (release_reason), and until then its pod's Bindings are refused, so
+# that the pods waiting for its GPUs go first.
+RELEASE_HOLDS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +165,20 @@ def _retry_closed(
     )
 
 
+def _waiters_first(
+    written: WrittenAssignment, entry: Allocation, *, holds: Holds, now: int, pod: str
+) -> Refused:
+    """The pod's hold lapsed (its Bindings never landed): others go first until it is released."""
+    left = max(1, RELEASE_HOLDS * holds.seconds - holds.age(entry, now))
+    return _refused(
+        written,
+        f"pod {pod} held its GPUs on node {written.node} for {holds.seconds} s "
+        "(arbiter.unboundReleaseSeconds) through Bindings that were admitted but never landed (another "
+        "admission webhook or the API server refused them); pods waiting for these GPUs go first for "
+        f"{left} s more, and the pod may be bound after that; {_NEXT}",
+    )
+
+
 def _decoded_entry(
     written: WrittenAssignment, pod: PodRequest, *, queue: str, node: NodeInfo, now: int, nvidia: NvidiaConfig
 ) -> Allocation | Refused:
@@ -228,8 +249,12 @@ def arbitrate(
     entry = _decoded_entry(written, pod, queue=queue, node=node, now=now, nvidia=nvidia)
     if isinstance(entry, Refused):
         return entry
-    # Lapsed holds count for nothing and go with this write; the pod's own starts anew (no
-    # Binding admitted for it can still land).
+    own = ledger.allocations.get(pod.uid)
+    lapsed = own is not None and written.effect == "bind" and holds.lapsed(own, now)
+    if own is not None and lapsed and holds.age(own, now) < RELEASE_HOLDS * holds.seconds:
+        return _waiters_first(written, own, holds=holds, now=now, pod=key)
+    # Lapsed holds count for nothing and go with this write (no Binding admitted for them can
+    # still land); the pod's own, once released, starts anew.
     held = ledger
     for uid in [uid for uid, a in ledger.allocations.items() if holds.lapsed(a, now)]:
         held = held.without(uid)
