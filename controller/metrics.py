@@ -237,6 +237,14 @@ class AllocationMetrics:
         )
         for reason in PENDING_REASONS:  # every series exists from the start, at 0
             self.pending_by_reason.labels(reason)
+        self.stale_picks = Gauge(
+            "vgpu_guard_device_plugin_stale_picks",
+            "Bound pods whose container the device plugin would hand another pod's assignment when "
+            "it starts (an assignment the kubelet never admits on that node: left by a discarded "
+            "Volcano 1.10-1.15 session, or of a pod bound elsewhere, ended or running), after the "
+            "last pass; Warning Events DevicePluginStalePick on both pods and the Node say which.",
+            registry=registry,
+        )
         self.ledgers = LedgerCollector()
         registry.register(self.ledgers)
         self.leader = Gauge(
@@ -252,9 +260,10 @@ class AllocationMetrics:
             self.ledger_write_failures.remove(node, reason)
 
     def clear_leader_gauges(self) -> None:
-        """What only the leader knows, at 0 on a standby: pending pods, by reason too."""
+        """What only the leader knows, at 0 on a standby: pending pods, by reason too, stale picks."""
         self.pending.set(0)
         self.set_pending_reasons(())
+        self.stale_picks.set(0)
 
     def set_pending_reasons(self, reasons: Iterable[str]) -> None:
         """One pass's reasons, one per pod left Pending; every reason the pass did not see drops to 0.

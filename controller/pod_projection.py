@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_TIME
+from vgpu_guard.engine.annotations import BIND_PHASE, DEVICES_TO_ALLOCATE, VGPU_TIME
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.scheduling.facts import INLINE_DISKS
 from vgpu_guard.engine.untrusted import as_mapping
@@ -32,15 +32,16 @@ _POD_STATUS = frozenset(("phase", "conditions"))
 # only), and their lastTransitionTime stamps make every pod's status its own: ~1 KB a pod that no
 # replica could share, and a key per pod that churned the sharing table. Its phase is all we keep.
 _BOUND_POD_STATUS = frozenset(("phase",))
-# Annotations of a bound pod no controller path reads: the plugin's copy of the assignment (the
-# controller reads vgpu-ids-new), the reservation time (the ledger entry keeps its own), and
-# kubectl's copy of the whole object as last applied (kilobytes on a pod created by
-# ``kubectl apply``). A pending pod keeps all of its annotations (its forged ones are refused).
-_UNREAD_BOUND_ANNOTATIONS = (
-    DEVICES_TO_ALLOCATE,
-    VGPU_TIME,
-    "kubectl.kubernetes.io/last-applied-configuration",
-)
+# Annotations of a bound pod no controller path reads: kubectl's copy of the whole object as last
+# applied (kilobytes on a pod created by ``kubectl apply``), and, once the device plugin has served
+# the pod, its copy of the assignment and its time (the controller reads vgpu-ids-new, the ledger
+# entry keeps its own time). A pending pod keeps all of its annotations (its forged ones are refused).
+_UNREAD_BOUND_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+# Until then the plugin may hand that assignment to another pod's container, which the stale-pick
+# report replays (controller/stale_picks.py): kept while a device record is left and the plugin has
+# not written bind-phase success or failed (it writes vgpu-time MaxUint64 with either, which is what
+# the report reads for a pod without one). That is a pod between its binding and its start.
+_SERVED_ANNOTATIONS = (DEVICES_TO_ALLOCATE, VGPU_TIME)
 _JUDGED_VOLUMES = ("persistentVolumeClaim", "ephemeral", *INLINE_DISKS)
 
 
@@ -98,6 +99,9 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
     if bound and notes.__class__ is dict:
         for key in _UNREAD_BOUND_ANNOTATIONS:
             notes.pop(key, None)
+        if _served(notes):
+            for key in _SERVED_ANNOTATIONS:
+                notes.pop(key, None)
     namespace = meta.get("namespace")
     if namespace.__class__ is str:  # every pod of a namespace repeats it
         meta["namespace"] = sys.intern(namespace)
@@ -109,6 +113,12 @@ def project_pod(pod: Obj, share: Callable[[Any], Any] | None = None) -> Obj:
         status = share(status)
     return {"apiVersion": pod.get("apiVersion") or "v1", "kind": "Pod", "metadata": meta, "spec": spec,
             "status": status}  # fmt: skip
+
+
+def _served(notes: Mapping[str, Any]) -> bool:
+    """The device plugin is done with this bound pod's assignment (or it never had one)."""
+    left = notes.get(DEVICES_TO_ALLOCATE)
+    return notes.get(BIND_PHASE) in ("success", "failed") or not (isinstance(left, str) and "," in left)
 
 
 def _project_spec(spec: dict[str, Any]) -> None:

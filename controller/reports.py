@@ -5,7 +5,9 @@ Every report is sent once per distinct message (a pod's condition is patched onl
 changes; a finding is reported once per pod and text), so a steady cluster sends nothing. Events go
 out in the background (``events.emit``), so bindings never wait behind them; ``events.flush_events``
 waits. The Reporter is what the controller's parts are given: its ``events`` (controller/events.py)
-and ``nodes`` (controller/node_reports.py) are the two other halves, each small enough to read.
+and ``nodes`` (controller/node_reports.py) are the two other halves, each small enough to read;
+``stale_picks`` (controller/stale_picks.py) reports the assignments the device plugin would hand to
+the wrong pod.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from vgpu_guard.controller.events import Events
 from vgpu_guard.controller.events import meta as _meta
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.node_reports import SNAPSHOT_SECONDS, NodeReports, first_few
+from vgpu_guard.controller.stale_picks import StalePicks
 from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.assignment import held_less
 from vgpu_guard.engine.cluster import ClusterView
@@ -63,6 +66,7 @@ class Reporter:
         self.metrics = metrics
         self.events = Events(client, identity=identity, clock=clock, metrics=metrics)
         self.nodes = NodeReports(self.events, config, identity=identity, metrics=metrics)
+        self.stale_picks = StalePicks(self.events, metrics, identity=identity)
         # Pod UID -> (the resourceVersion it was reported unschedulable from, the message): until a
         # newer version of the pod reaches the cache, the patch we sent is not in it yet, and a
         # pass in that window must not patch and send the Event again.
