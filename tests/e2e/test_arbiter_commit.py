@@ -12,27 +12,38 @@ pods as stored (the device plugin's truth) and the node's GPULedger.
   sessions later with its stale annotation after the card filled, its Binding is refused;
 - a stale second Binding of a pod already bound reserves nothing (the API server refuses it with
   409), so a waiting pod binds at once;
-- ``devices-to-allocate`` differing from ``vgpu-ids-new`` is refused (the plugin hands out the first).
+- ``devices-to-allocate`` differing from ``vgpu-ids-new`` is refused (the plugin hands out the first);
+- a choice refused session after session gets an Event naming what holds the GPU;
+- a Binding another webhook refuses after vgpu-guard reserved it holds the card at most
+  ``arbiter.unboundReleaseSeconds`` while another pod waits, however often it is retried.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
+import ssl
+import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from aiohttp import web
 
 from tests.e2e.conftest import Env, gpu_pod
 from tests.e2e.harness import GpuNode, until
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, encode
+from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.engine.assignment import assignment_annotations
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import BINDINGS, LEDGERS, NODES, PODS
+from vgpu_guard.kube.resources import BINDINGS, LEDGERS, NODES, PODS, VALIDATING_WEBHOOKS
 from vgpu_guard.volcano.binder import allocate, bind, parse_version
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -47,6 +58,7 @@ NODE = GpuNode(
 G0, G1 = NODE.gpus[0][0], NODE.gpus[1][0]
 V115 = parse_version("1.15")
 NOW = 1_800_000_000
+HOLD = 90  # arbiter.unboundReleaseSeconds as the chart installs it
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -246,3 +258,115 @@ async def test_a_choice_refused_session_after_session_gets_an_event_naming_what_
         f"120 s; held by {G0}: {env.ns}/holder {CARD} MiB (bound; Volcano counts it). Volcano counts every "
         "holder: its cache is catching up and the next sessions choose again"
     )
+
+
+@contextlib.asynccontextmanager
+async def refusing_webhook(env: Env, refused: str) -> AsyncIterator[None]:
+    """Another validating webhook, as a cluster may run beside vgpu-guard (a quota or policy engine):
+    it refuses every Binding of pod ``refused`` in the story's namespace. Validating webhooks run in
+    parallel, so vgpu-guard reserves those Bindings and the API server then refuses them."""
+    now = datetime.now(UTC)
+    ca = generate_ca(now=now, validity=timedelta(hours=2))
+    host = env.backend.webhook_host
+    spec = ServingSpec(service="e2e-refuser", namespace=env.ns, ip_addresses=(host,))
+    serving = issue_serving_certificate(ca, spec, now=now, validity=timedelta(hours=2))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as tmp:
+        cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+        cert.write_bytes(serving.cert_pem)
+        key.write_bytes(serving.key_pem)
+        tls.load_cert_chain(cert, key)
+
+    async def review(request: web.Request) -> web.Response:
+        body = await request.json()
+        asked = body["request"]
+        deny = asked.get("namespace") == env.ns and asked.get("name") == refused
+        answer: Obj = {"uid": asked["uid"], "allowed": not deny}
+        if deny:
+            answer["status"] = {"code": 403, "message": "refused by the e2e refuser"}
+        return web.json_response(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+        )
+
+    app = web.Application()
+    app.router.add_post("/refuse", review)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, host, 0, ssl_context=tls)
+    await site.start()
+    port = runner.addresses[0][1]
+    name = f"e2e-refuser-{env.ns}"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "refuser.e2e.vgpu-guard.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": 5,
+                "clientConfig": {
+                    "url": f"https://{host}:{port}/refuse",
+                    "caBundle": base64.b64encode(ca.cert_pem).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods/binding"],
+                        "operations": ["CREATE"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+        ],
+    }
+    await env.api.create(VALIDATING_WEBHOOKS, config)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(NotFound):
+            await env.api.delete(VALIDATING_WEBHOOKS, name)
+        await runner.cleanup()
+
+
+async def test_a_binding_another_webhook_refuses_holds_its_gpu_at_most_the_hold_while_a_pod_waits(
+    env: Env, volcano_mode: AioClusterClient, commit_node: None
+) -> None:
+    """Another webhook refuses every Binding of ``blocked``, which Volcano retries every session; the
+    first was reserved by vgpu-guard before the refusal. ``waiting`` wants the same card, retried
+    every session too. The card is held for ``blocked`` at most arbiter.unboundReleaseSeconds (90 s,
+    the chart's default): ``waiting`` binds within 90 + 5 s of that first reservation, and
+    ``blocked`` does not take the card back meanwhile."""
+    blocked, waiting = await pods_of(env, ["blocked", "waiting"], CARD)
+    binder = Binder(volcano_mode, "1.16")
+    card = [Device(G0, CARD)]
+    async with refusing_webhook(env, "blocked"):
+
+        async def reserved_then_refused() -> bool:
+            try:
+                await binder.bind(blocked, NODE.name, card)
+            except KubeError as e:
+                return "refused by the e2e refuser" in e.message
+            raise AssertionError("blocked was bound: the refuser is not in place")
+
+        await until("the refuser answers blocked's Binding", reserved_then_refused)
+        started = time.monotonic()
+        assert await held(env) == {"blocked": [G0]}
+        bound_after: float | None = None
+        while bound_after is None and time.monotonic() - started < HOLD + 30:
+            with contextlib.suppress(KubeError):
+                await binder.bind(blocked, NODE.name, card)
+            try:
+                await binder.bind(waiting, NODE.name, card)
+                bound_after = time.monotonic() - started
+            except KubeError as e:
+                assert e.code == 403, e.message
+                await asyncio.sleep(1)
+    assert bound_after is not None and bound_after <= HOLD + 5, bound_after
+    stored = {p["metadata"]["name"]: p for p in await env.pods()}
+    assert stored["waiting"]["spec"]["nodeName"] == NODE.name
+    assert not stored["blocked"]["spec"].get("nodeName")
+    assert await held(env) == {"waiting": [G0]}
