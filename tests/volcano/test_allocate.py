@@ -53,7 +53,10 @@ def test_the_cache_counts_bound_pods_own_assignments_and_binpacks() -> None:
     card = "GPU-n0-1,NVIDIA,12288,0:"
     assert _placed(plan) == [("web-0", "n0", card), ("web-1", "n0", card)]
     (waiting,) = [(p["metadata"]["name"], r) for job in plan.jobs for p, r in job.unplaced]
-    assert waiting == ("web-2", "0/1 nodes are available: 2 GPUs have no free memory (12288 MiB requested)")
+    assert waiting == (
+        "web-2",
+        "0/1 nodes are unavailable: 1 hami-vgpuDeviceSharing not enough gpu fitted on this node.",
+    )
 
 
 def test_the_stale_cache_puts_three_12gib_pods_on_one_24gib_card() -> None:
@@ -85,8 +88,8 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     assert [p["metadata"]["name"] for p, _ in job.unplaced] == ["m-0", "m-1", "m-2"]
     assert {r for _, r in job.unplaced} == {
         "1/3 tasks in gang unschedulable: gang default/g needs 3 (minMember), 2 can run; m-2, judged on what "
-        "would remain once m-0, m-1 are placed: 0/1 nodes are available: 1 GPU has too little free memory, "
-        "1 GPU has 8192 MiB free < 16384 MiB requested"
+        "would remain once m-0, m-1 are placed: 0/1 nodes are unavailable: 1 hami-vgpuDeviceSharing not "
+        "enough gpu fitted on this node."
     }
     part = decide(
         Snapshot(nodes, tuple(members), (_podgroup("g", 2),)), default_config(), stale=False, now=NOW

@@ -34,7 +34,9 @@ def _cluster() -> tuple[Cluster, dict[str, object]]:
         ("1.16", "1.16", "annotated-binding"),
         ("v1.17.0", "1.17", "annotated-binding"),
         ("1.15", "1.15", "patch-then-bind"),
-        ("1.10.2", "1.10", "patch-then-bind"),
+        ("1.10.2", "1.10.2", "patch-then-bind"),
+        ("1.15.1", "1.15.1", "patch-then-bind"),
+        ("v1.12.0", "1.12", "patch-then-bind"),
     ],
 )
 def test_a_release_names_its_write_sequence(text: str, name: str, sequence: str) -> None:
@@ -89,11 +91,20 @@ async def test_1_15_a_refused_patch_sends_no_binding() -> None:
     assert not cluster.pod("p")["spec"].get("nodeName")
 
 
-@pytest.mark.parametrize(("release", "writes"), [("1.16", []), ("1.15", [("UPDATE", ""), ("UPDATE", "")])])
+@pytest.mark.parametrize(
+    ("release", "writes"),
+    [
+        ("1.16", []),
+        ("1.15", [("UPDATE", "")]),
+        ("1.12", [("UPDATE", "")]),
+        ("1.15.1", [("UPDATE", ""), ("UPDATE", "")]),
+    ],
+)
 async def test_a_discarded_statement_undoes_only_what_it_wrote(
     release: str, writes: list[tuple[str, str]]
 ) -> None:
-    """1.10-1.15's DeallocateFunc patches the assignment away; >= 1.16 wrote nothing to undo."""
+    """v1.10.0-v1.15.0's Release does nothing, so the PATCHed assignment stays on the pod (issue 43
+    (a)); v1.15.1's patches it away; >= 1.16 wrote nothing to undo."""
     cluster, stored = _cluster()
     api, version = cluster.client(), parse_version(release)
     task = await allocate(api, stored, node="n0", ids=IDS, version=version, now=1_750_000_000)
@@ -102,7 +113,8 @@ async def test_a_discarded_statement_undoes_only_what_it_wrote(
     assert held == (IDS if release == "1.16" else None)
     await deallocate(api, task, version)
     assert [(w.operation, w.subresource) for w in cluster.recorder.writes] == writes
-    assert "volcano.sh/vgpu-ids-new" not in (cluster.pod("p")["metadata"].get("annotations") or {})
+    left = (cluster.pod("p")["metadata"].get("annotations") or {}).get("volcano.sh/vgpu-ids-new")
+    assert left == (IDS if release in ("1.15", "1.12") else None)
 
 
 async def test_the_binding_carries_the_pods_uid_precondition() -> None:

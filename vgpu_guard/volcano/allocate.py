@@ -11,38 +11,45 @@ What a session decides, from Volcano's source (pkg/scheduler/):
   ``Inqueue``. The model lets every PodGroup in: ``JobEnqueueable`` (queue capacity, the
   overcommit and proportion plugins) is not modelled.
 - **allocate** (actions/allocate/allocate.go): jobs by priority (the priority plugin: the highest
-  pod priority, then the oldest), tasks likewise. Node and devices come from the cache: the nodes'
-  ``volcano.sh/node-vgpu-register`` and what the bound pods' own ``vgpu-ids-new`` hold (Volcano's
-  cache never reads vgpu-guard's ledger), binpack (the tightest card that fits). The per-card and
-  per-node rules are the engine's ``Allocator``, which follows deviceshare's (engine/card_fit.py,
-  engine/node_fit.py). Only vGPU pods are placed; cpu, memory, ports and pod affinity are not judged.
+  pod priority, then the oldest), tasks likewise. For each task: the nodes that are Ready and pass
+  kube-scheduler's filters Volcano's predicates plugin runs (cordon, nodeSelector and required node
+  affinity, taints), then deviceshare's predicate on each (deviceshare.py, over a copy of the
+  node's cards as Volcano's cache counts them, device_cache.py and device_usage.py: the
+  registration and the bound pods' own ``vgpu-ids-new``, never vgpu-guard's ledger), with the
+  ``binpack`` SchedulePolicy of Volcano's vGPU guide (docs/user-guide/how_to_use_volcano_vgpu.md).
+  The node: the highest deviceshare score (``floor(score + 0.5)``, plugins/deviceshare
+  ``getDeviceScore``), then the first by name. (Volcano with the guide's configuration gives
+  deviceshare no ScheduleWeight, ranks by its other plugins and picks at random among the best,
+  util.SelectBestNodeAndScore; a model that must repeat itself cannot.) Allocate then takes the
+  devices on the session's cards, with its version's bookkeeping (device_usage.py). A task that
+  fits nowhere gets Volcano's ``FitErrors`` message: ``0/N nodes are unavailable: <count>
+  <reason>, ...`` (api/unschedule_info.go), the device reason written ``hami-vgpuDeviceSharing
+  <error>`` (v1.10/v1.11's wording; v1.12.0+ write ``hami-vgpuDeviceSharing error`` and log the
+  error). Only vGPU pods are placed; cpu, memory, ports and pod affinity are not judged.
 - **gang** (plugins/gang/gang.go): a job is committed only when its bound tasks plus the tasks
   placed now reach ``minMember``; otherwise the statement is discarded and every pending task gets
   ``<missing>/<tasks> tasks in gang unschedulable: ...`` (gang.go ``OnSessionClose``).
 - **stale cache** (#3616, Volcano 1.9): the session does not count its own placements of
   single-pod jobs, so each such task sees the cards as they were when the session opened: three
   12 GiB pods of a Deployment land on one 24 GiB card, as #3616 reported. A gang's tasks are still
-  counted within its statement (the report was about independent pods; modelling gangs stale too
-  would also split every gang of the built-in scenario and bury the story). Off, every placement
-  is counted before the next task is decided.
+  counted within its statement. Off, every placement is counted before the next task is decided.
+- **discard**: a gang that is not ready gives its tasks' numbers back to the session's cards from
+  v1.15.0 (``Release`` -> ``SubResource``); v1.10-v1.14 keep them for the rest of the session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable, pod_queue
-from vgpu_guard.engine.annotations import VGPU_IDS
-from vgpu_guard.engine.assignment import adopted_allocation, encode_assignment
-from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.ledger import NodeLedger
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.placement_reason import judged_after
 from vgpu_guard.engine.pod_request import PodRequest, PodRequestError, pod_request
 from vgpu_guard.engine.untrusted import as_mapping
+from vgpu_guard.volcano.binder import VolcanoVersion, parse_version
+from vgpu_guard.volcano.session_devices import Placed, SessionDevices
 
 __all__ = [
     "SCHEDULER_NAME",
@@ -158,29 +165,6 @@ def _request(pod: Mapping[str, Any], config: GuardConfig) -> tuple[PodRequest | 
     return request, ""
 
 
-def _ledgers(snapshot: Snapshot, view: ClusterView, config: GuardConfig) -> dict[str, NodeLedger]:
-    """What the cache believes each card holds: the bound pods' own assignments."""
-    ledgers: dict[str, NodeLedger] = {}
-    for pod in snapshot.pods:
-        node = str(as_mapping(pod.get("spec")).get("nodeName") or "")
-        raw = as_mapping(_meta(pod).get("annotations")).get(VGPU_IDS)
-        if not node or not raw or not _live(pod):
-            continue
-        try:
-            request = pod_request(pod, config.nvidia)
-        except PodRequestError:
-            continue
-        if request is None:
-            continue
-        queue, _ = pod_queue(request, view)
-        adopted = adopted_allocation(
-            request, str(raw), queue=queue, node=view.nodes.get(node), nvidia=config.nvidia
-        )
-        ledger = ledgers.get(node) or NodeLedger(node=node)
-        ledgers[node] = ledger.with_allocation(adopted.allocation)
-    return ledgers
-
-
 def _jobs(snapshot: Snapshot, podgroups: Mapping[tuple[str, str], Obj], config: GuardConfig) -> list[_Job]:
     jobs: dict[str, _Job] = {}
     for pod in snapshot.pods:
@@ -202,37 +186,31 @@ def _jobs(snapshot: Snapshot, podgroups: Mapping[tuple[str, str], Obj], config: 
     return [job for job in jobs.values() if job.tasks]
 
 
-def _place(job: _Job, allocator: Allocator, *, stale: bool, now: int, factor: int) -> JobDecision:
+def _place(job: _Job, devices: SessionDevices, *, stale: bool) -> JobDecision:
     """One job's statement: place its tasks in order; commit when the gang is ready."""
-    placed: list[Placement] = []
+    placed: list[tuple[Obj, Placed]] = []
     failed: list[tuple[Obj, str]] = []
     before: list[str] = []  # the tasks placed (tentatively) before the first that did not fit
-    pods = {r.uid: pod for pod, r, _ in job.tasks if r is not None}
+    count = not (stale and job.minimum <= 1)  # #3616: the next task sees the cards as they were
     for pod, request, error in sorted(job.tasks, key=lambda t: t[1].order if t[1] else (0, "", "", "")):
         if request is None:
             failed.append((pod, error))
             continue
-        result = allocator.place(request, now=now)
-        if isinstance(result, Unplaceable):
+        result = devices.place(pod, count=count)
+        if isinstance(result, str):
             if not failed:
-                before = [p.pod.name for p in placed]
-            failed.append((pod, result.message))
+                before = [pod_key(p).split("/", 1)[1] for p, _ in placed]
+            failed.append((pod, result))
             continue
-        placed.append(result)
-        if not (stale and job.minimum <= 1):  # #3616: the next task sees the cards as they were
-            allocator.commit(result)
+        placed.append((pod, result))
     ready = job.running + len(placed) >= job.minimum
-    assignments = tuple(
-        Assignment(pods[p.pod.uid], p.node, encode_assignment(p.allocation.containers, memory_factor=factor))
-        for p in placed
-    )
-    if not ready:
-        for placement in placed:
-            allocator.release(placement.pod.uid)
+    if not ready and count:
+        for _, placement in reversed(placed):  # Statement.Discard undoes the last first
+            devices.discard(placement)
     return JobDecision(
         name=job.name,
         ready=ready,
-        assignments=assignments,
+        assignments=tuple(Assignment(pod, p.node, p.ids) for pod, p in placed),
         unplaced=tuple(failed) if ready else _gang_reasons(job, len(placed), failed, before),
         minimum=job.minimum,
         running=job.running,
@@ -260,8 +238,17 @@ def _gang_reasons(
     return tuple((pod, message) for pod, _, _ in job.tasks)
 
 
-def decide(snapshot: Snapshot, config: GuardConfig, *, stale: bool, now: int) -> SessionPlan:
-    """Enqueue and allocate over ``snapshot`` (see the module docstring)."""
+def decide(
+    snapshot: Snapshot,
+    config: GuardConfig,
+    *,
+    stale: bool,
+    now: int,
+    version: VolcanoVersion | None = None,
+) -> SessionPlan:
+    """Enqueue and allocate over ``snapshot`` (see the module docstring); ``now`` is unused by the
+    decisions (Volcano stamps its writes, binder.py) and kept for the session's call."""
+    del now
     podgroups = {
         (str(_meta(p).get("namespace") or "default"), str(_meta(p).get("name") or "")): p
         for p in snapshot.podgroups
@@ -271,9 +258,7 @@ def decide(snapshot: Snapshot, config: GuardConfig, *, stale: bool, now: int) ->
         key: {**p, "status": {**as_mapping(p.get("status")), "phase": "Inqueue"}}
         for key, p in podgroups.items()
     }
-    objects: Iterable[Obj] = (*snapshot.nodes, *snapshot.queues, *released.values())
-    view = ClusterView.from_objects(objects, config, source="Volcano's cache")
-    allocator = Allocator(view, _ledgers(snapshot, view, config), config=config, policy="binpack")
+    devices = SessionDevices(snapshot.nodes, snapshot.pods, config, version or parse_version("1.16"))
     decisions = []
     for job in sorted(_jobs(snapshot, released, config), key=_Job.order):
         if job.blocked:
@@ -281,5 +266,5 @@ def decide(snapshot: Snapshot, config: GuardConfig, *, stale: bool, now: int) ->
                 JobDecision(job.name, False, (), tuple((p, job.blocked) for p, _, _ in job.tasks))
             )
             continue
-        decisions.append(_place(job, allocator, stale=stale, now=now, factor=config.nvidia.gpu_memory_factor))
+        decisions.append(_place(job, devices, stale=stale))
     return SessionPlan(enqueue=enqueue, jobs=tuple(decisions))

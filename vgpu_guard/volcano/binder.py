@@ -15,7 +15,9 @@ makes. From Volcano's source:
   the pod while the session allocates (device_info.go of those tags, ``patchPodAnnotations``); a
   failed patch fails the task's allocation. The Binding follows at commit with the pod's
   annotations as the scheduler's cache holds them (the same ``DefaultBinder``). A discarded
-  statement calls the DeallocateFunc, which patches the assignment away again.
+  statement calls the DeallocateFunc, whose ``GPUDevices.Release`` does nothing from v1.10.0 to
+  v1.15.0: the assignment stays on the Pending pod, which Volcano's cache does not count (it
+  counts pods on a node). v1.15.1's ``Release`` patches it away again.
 
 The annotations (device_info.go; the device plugin reads them, pkg/util/util.go): ``vgpu-node``,
 ``vgpu-time`` (Unix seconds), ``vgpu-ids-new``, ``devices-to-allocate`` (the same value),
@@ -65,16 +67,31 @@ Sequence = Literal["annotated-binding", "patch-then-bind"]
 SCHEDULER_USER = "system:serviceaccount:volcano-system:volcano-scheduler"
 DEFAULT_VERSION = "1.16"
 _FIRST_PATCH_RELEASE, _FIRST_BINDING_RELEASE = 10, 16
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?$")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?$")
 _DEVICE_KEYS = (VGPU_NODE, VGPU_TIME, VGPU_IDS, DEVICES_TO_ALLOCATE, BIND_PHASE, BIND_TIME)
 
 
 @dataclass(frozen=True, slots=True)
 class VolcanoVersion:
-    """A Volcano release as the binder sees it: its name ("1.16") and the write sequence it makes."""
+    """A Volcano release: its name ("1.16", "1.15.1"), the write sequence it makes, and its minor
+    and patch numbers, which the deviceshare model (deviceshare.py, device_cache.py) reads."""
 
     name: str
     sequence: Sequence
+    minor: int = _FIRST_BINDING_RELEASE
+    patch: int = 0
+
+    def at_least(self, major: int, minor: int, patch: int = 0) -> bool:
+        """This release is ``major.minor.patch`` or later (every modelled release is 1.x)."""
+        return (1, self.minor, self.patch) >= (major, minor, patch)
+
+    @property
+    def release_clears(self) -> bool:
+        """device_info.go ``GPUDevices.Release``: a no-op from v1.10.0 to v1.15.0 (v1.15.0 only
+        subtracts in memory), so a discarded statement's PATCHed assignment stays on the pod;
+        v1.15.1 removes the six annotations (``devices.RemovePodAnnotations``) unless
+        ``bind-phase`` is ``success``."""
+        return self.at_least(1, 15, 1)
 
     @property
     def describe(self) -> str:
@@ -96,9 +113,11 @@ def parse_version(text: str) -> VolcanoVersion:
             f"Volcano version {text!r} is not modelled: give 1.10 to 1.15 (the assignment PATCHed onto "
             "the pod, then the Binding) or 1.16 and later (the assignment on the Binding)"
         )
-    minor = int(found.group(2))
+    minor, patch = int(found.group(2)), int(found.group(3) or 0)
     sequence: Sequence = "annotated-binding" if minor >= _FIRST_BINDING_RELEASE else "patch-then-bind"
-    return VolcanoVersion(name=f"1.{minor}", sequence=sequence)
+    # "1.15" is v1.15.0; a patch release is named only when given (v1.15.1's Release differs).
+    name = f"1.{minor}.{patch}" if found.group(3) is not None and patch else f"1.{minor}"
+    return VolcanoVersion(name=name, sequence=sequence, minor=minor, patch=patch)
 
 
 def _annotations(pod: Mapping[str, Any]) -> dict[str, str]:
@@ -129,9 +148,10 @@ async def allocate(
 
 
 async def deallocate(api: ClusterClient, pod: Mapping[str, Any], version: VolcanoVersion) -> None:
-    """DeallocateFunc of a discarded statement: 1.10-1.15 patch the assignment away again;
-    >= 1.16 wrote nothing, so there is nothing to undo."""
-    if version.sequence != "patch-then-bind":
+    """DeallocateFunc of a discarded statement (predicates.go -> ``GPUDevices.Release``): v1.10.0 to
+    v1.15.0 write nothing, so the PATCHed assignment stays on the Pending pod (issue 43 (a));
+    v1.15.1 patches it away again; >= 1.16 wrote nothing, so there is nothing to undo."""
+    if version.sequence != "patch-then-bind" or not version.release_clears:
         return
     meta = pod["metadata"]
     patch = {"metadata": {"annotations": dict.fromkeys(_DEVICE_KEYS)}}

@@ -123,7 +123,7 @@ class VolcanoScheduler:
         """Open, decide, write, close; the record is also appended to ``sessions``."""
         snapshot = await self.snapshot()
         now = int(self.clock())
-        plan = decide(snapshot, self.config, stale=self.stale_cache, now=now)
+        plan = decide(snapshot, self.config, stale=self.stale_cache, now=now, version=self.version)
         enqueued = await self._enqueue(plan)
         statement = _Statement()
         for job in plan.jobs:
