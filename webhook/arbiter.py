@@ -258,6 +258,15 @@ class Arbiter:
         if self.notices is not None and not request.dry_run:
             self.notices.streaks.reserved(wanted.uid)
         if outcome.ledger is not None and not request.dry_run:
+            for lapsed in outcome.dropped:
+                audit(
+                    "release",
+                    pod=lapsed.key,
+                    uid=lapsed.pod_uid,
+                    node=written.node,
+                    reason="lapsed",
+                    by="arbiter",
+                )
             audit(
                 "reservation",
                 pod=wanted.key,

@@ -280,6 +280,7 @@ def test_a_lapsed_hold_counts_for_nothing_and_goes_with_the_next_write() -> None
     )
     assert isinstance(later, Reserved) and later.ledger is not None
     assert [a.name for a in later.ledger.allocations.values()] == ["web"]
+    assert [a.name for a in later.dropped] == ["stuck"]  # audited by the webhook as a release
     # The stuck pod's own retry after the lapse is refused while its lapsed entry stays (until the
     # controller releases it, RELEASE_HOLDS holds after it began): pods that waited go first.
     again = decide(

@@ -96,6 +96,8 @@ class Reserved:
 
     entry: Allocation
     ledger: NodeLedger | None
+    # Lapsed holds this write drops (other pods' Bindings that never landed), for the audit log.
+    dropped: tuple[Allocation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,4 +276,7 @@ def arbitrate(
         return _refused(written, *lines)
     if written.effect == "propose" and existing is None:
         return Reserved(target, None)  # fits now; reserved when the pod is bound with it
-    return Reserved(target, after)
+    dropped = tuple(
+        a for uid, a in ledger.allocations.items() if uid not in held.allocations and uid != pod.uid
+    )
+    return Reserved(target, after, dropped)
