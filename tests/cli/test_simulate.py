@@ -26,10 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "simulate"
 SCHEMA = json.loads((ROOT / "docs" / "simulate.schema.json").read_text())
 
-OVERCOMMIT_ALONE = "0/1 nodes are available: 8 GPUs have no free memory (12288 MiB requested)"
+# vgpu-guard's controller's message (routing mode) for the same pod.
+CONTROLLER_ALONE = "0/1 nodes are available: 8 GPUs have no free memory (12288 MiB requested)"
+# Volcano's FitErrors message (api/unschedule_info.go), the model's deviceshare error in it.
+OVERCOMMIT_ALONE = "0/1 nodes are unavailable: 1 hami-vgpuDeviceSharing not enough gpu fitted on this node."
 OVERCOMMIT_IN_DEFAULT = (
-    "0/14 nodes are available: 9 nodes don't match the pod's node selector/affinity, 4 nodes have no vGPU "
-    "devices, 8 GPUs have no free memory (12288 MiB requested)"
+    "0/14 nodes are unavailable: 1 hami-vgpuDeviceSharing not enough gpu fitted on this node, 13 node(s) "
+    "didn't match Pod's node affinity/selector."
 )
 SEED_000_DENIED = (
     'admission webhook "pod-assignments.vgpu-guard.io" denied the request: [vgpu-assignment-capacity] '
@@ -412,7 +415,7 @@ def test_a_gang_reason_says_its_numbers_are_after_the_gangs_other_members(
     default_result: SimulationResult, default_json: dict[str, Any]
 ) -> None:
     """priority-low's blocker is judged with test-0 placed tentatively on the card the ledger shows
-    empty (issue 38 item 8): "1 GPU has 8192 MiB free" read as a fact beside a ledger at 0 / 24576.
+    empty (issue 38 item 8): Volcano's words for the node read as a fact beside a ledger at 0 / 24576.
     The reason itself says its numbers are what would remain once test-0 is placed, so the pod's
     condition (Volcano's model writes it), the JSON and the text all say so."""
     empty = next(g for g in default_json["gpus"] if g["uuid"] == "GPU-prio-0-3")
@@ -422,7 +425,10 @@ def test_a_gang_reason_says_its_numbers_are_after_the_gangs_other_members(
         "; priority-low-test-1, judged on what would remain once priority-low-test-0 is placed: 0/14 "
         in reason
     )
-    assert reason.endswith("1 GPU has 8192 MiB free < 16384 MiB requested")
+    assert reason.endswith(
+        "1 hami-vgpuDeviceSharing not enough gpu fitted on this node, 13 node(s) didn't match "
+        "Pod's node affinity/selector."
+    )
     assert f"    3 pods of Job default/priority-low: {reason}" in to_text(default_result).splitlines()
 
 
@@ -499,7 +505,7 @@ def test_routing_mode_from_the_flag_or_the_configuration_routes_vgpu_pods_to_the
         assert [(p.phase, p.scheduler) for p in web] == [("Bound", "vgpu-guard")] * 2 + [
             ("Pending", "vgpu-guard")
         ]
-        assert web[2].reason == OVERCOMMIT_ALONE
+        assert web[2].reason == CONTROLLER_ALONE
         assert not any(r.binds for r in result.volcano.sessions)
     jobs = simulate(load_scenario([str(EXAMPLES / "priority.yaml")]), load_config(env={}), Mode(routing=True))
     assert {(p.phase, p.scheduler) for p in jobs.pods if p.name.startswith("priority-high-")} == {
