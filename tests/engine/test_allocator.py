@@ -211,7 +211,7 @@ def test_cores_exclusive_and_split_count() -> None:
     assert outcome == {
         "half": "a",
         "too-many-cores": "0/1 nodes are available: 1 GPU has less than 50% cores free",
-        "exclusive": "0/1 nodes are available: 1 GPU is shared (100% cores needs an empty GPU)",
+        "exclusive": "0/1 nodes are available: 1 GPU is shared (100% cores needs an empty GPU): GPU-a-0",
         "fits": "a",
         "no-slot": "0/1 nodes are available: 1 GPU has no free vGPU slot",
     }

@@ -2,7 +2,8 @@
 
 Volcano's deviceshare plugin checks a card in this order (pkg/scheduler/api/devices/nvidia/vgpu/
 utils.go, ``checkNodeGPUSharingPredicateAndScore``; ../../docs/scheduling.md and design/ledger.md):
-uuid use/nouse (deny wins), healthy, a free split slot, for a pod with
+uuid use/nouse (deny wins), healthy, registered once (not Volcano's: engine/devices.py says why a UUID
+registered twice takes no new assignment), a free split slot, for a pod with
 ``volcano.sh/vgpu-podgroup-policy: spread`` no other member of its PodGroup on the card
 (``deviceHasPodFromSameGroup``), free memory, cores <= 100, a 100-core request needs an empty card,
 a 0-core request is refused on a card at 100 cores, type NVIDIA and use/nouse-gputype, then for
@@ -121,6 +122,8 @@ def fit(
         return CardFailure("uuid-use")
     if not gpu.healthy:
         return CardFailure("unhealthy")
+    if gpu.unusable is not None:
+        return CardFailure("registered-twice", card=gpu.uuid)
     d_mem, d_cores, d_grants = (delta.memory, delta.cores, delta.grants) if delta else (0, 0, 0)
     grants = card.grants + d_grants
     if grants >= gpu.split_count:
@@ -134,11 +137,11 @@ def fit(
     cores = card.used_cores + d_cores
     # Volcano checks the sum first; asking "is it shared" first gives the clearer reason.
     if request.cores == 100 and grants > 0:
-        return CardFailure("exclusive")
+        return CardFailure("exclusive", card=gpu.uuid)
     if cores + request.cores > 100:
         return CardFailure("cores", detail=str(request.cores))
     if cores >= 100 and request.cores == 0:
-        return CardFailure("cores-full")
+        return CardFailure("cores-full", card=gpu.uuid)
     if "NVIDIA" not in gpu.type:
         return CardFailure("type")
     upper = gpu.type.upper()

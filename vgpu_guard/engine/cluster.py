@@ -43,7 +43,8 @@ class NodeInfo:
     mode: Mode | None = None
     # Why the node's GPUs are not usable (bad registration, missing allocatable), or None.
     gpu_problem: str | None = None
-    # Problems with other fields (an allocatable quantity that does not parse).
+    # Problems that cost no capacity of the node: an allocatable quantity that does not parse, a
+    # card the registration marks unhealthy or registers twice (engine/devices.py).
     problems: tuple[str, ...] = ()
 
     @property
@@ -109,6 +110,9 @@ def node_info(obj: ObjMap, config: GuardConfig) -> NodeInfo:
         mig_models = [m for entry in nvidia.known_mig_geometries for m in entry.models]
         registration = parse_registration(annotations[REGISTER_ANNOTATION], mig_models=mig_models)
         gpus, mode, gpu_problem = registration.devices, registration.mode, registration.error
+        # A card's fault (health Volcano reads as false, a UUID registered twice) costs that card,
+        # not the node: its other cards keep taking pods, as Volcano keeps scheduling them.
+        problems.extend(registration.notes)
         if gpu_problem is None:
             missing = [
                 r

@@ -13,6 +13,7 @@ factor; capacities come from the node's registration at check time, never from t
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -201,7 +202,17 @@ def gpu_usage(allocations: Iterable[Allocation]) -> dict[str, GpuUsage]:
     return usage
 
 
-ViolationKind = Literal["memory", "cores", "pods", "mig", "unknown-gpu", "duplicate-device"]
+ViolationKind = Literal[
+    "memory",
+    "cores",
+    "pods",
+    "mig",
+    "unknown-gpu",
+    "duplicate-device",
+    "exclusive",
+    "cores-full",
+    "registered-twice",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,14 +361,69 @@ def check_write(
 
     Only GPUs that gain a grant are judged: a pre-existing overcommit (from before installation)
     must not block releasing pods elsewhere on the node, and is reported by reconcile instead.
+    Beyond the capacity invariants, the grants the write adds meet Volcano's own per-card rules
+    (``_volcano_rules``), so that nothing Volcano would refuse is reserved.
     """
-    gained = {
-        grant.uuid
-        for uid, allocation in new.allocations.items()
-        if old.allocations.get(uid) != allocation
-        for grant in allocation.grants()
-    }
-    return [v for v in check_invariants(new, node, memory_factor=memory_factor) if v.gpu in gained]
+    changed = [
+        (old.allocations.get(uid), a) for uid, a in new.allocations.items() if old.allocations.get(uid) != a
+    ]
+    gained = {grant.uuid for _, allocation in changed for grant in allocation.grants()}
+    if not gained:
+        return []
+    found = [v for v in check_invariants(new, node, memory_factor=memory_factor) if v.gpu in gained]
+    over = {v.gpu for v in found if v.kind == "cores"}
+    held = gpu_usage(a for uid, a in new.allocations.items() if old.allocations.get(uid) == a)
+    added: list[tuple[str, DeviceGrant]] = []
+    for before, allocation in changed:
+        # A grant the pod held already (an entry only marked committed, a second Binding that
+        # names the same device) is held, not added: it is not judged again.
+        kept = Counter(before.grants()) if before is not None else Counter[DeviceGrant]()
+        for grant in allocation.grants():
+            if kept[grant] > 0:
+                kept[grant] -= 1
+                use = held.setdefault(grant.uuid, GpuUsage())
+                use.cores, use.grants = use.cores + grant.cores, use.grants + 1
+            else:
+                added.append((allocation.key, grant))
+    for card in node.gpus:
+        if card.uuid in gained and card.uuid not in over:
+            found.extend(_volcano_rules(node.name, card, held.get(card.uuid) or GpuUsage(), added))
+    return found
+
+
+def _volcano_rules(
+    node: str, card: GpuDevice, held: GpuUsage, added: list[tuple[str, DeviceGrant]]
+) -> list[LedgerViolation]:
+    """Volcano's per-card rules on the grants a write adds to ``card`` (``added``: pod and grant),
+    each judged after what the card holds and the grants added before it, as Volcano's fit sees
+    a card (pkg/scheduler/api/devices/nvidia/vgpu/utils.go ``checkNodeGPUSharingPredicateAndScore``,
+    the same at v1.10.0 and master): a 100-core request needs a card no grant holds
+    ("Coresreq=100 indicates it want this card exclusively": ``UsedNum > 0`` refuses), a 0-core
+    request is refused on a card whose used cores are 100. The sum over 100 is
+    ``check_invariants``'. A card registered twice takes no grant at all (engine/devices.py)."""
+    where = f"GPU {card.uuid} on node {node}"
+    mine = [(pod, grant) for pod, grant in added if grant.uuid == card.uuid]
+    if not mine:
+        return []
+    if card.unusable is not None:
+        return [LedgerViolation(node, card.uuid, "registered-twice", f"{where} {card.unusable}")]
+    out: list[LedgerViolation] = []
+    cores, grants = held.cores, held.grants
+    for pod, grant in mine:
+        if grant.cores == MAX_CORES and grants > 0:
+            message = (
+                f"{where} is in use, and {pod} asks 100% cores, which Volcano gives only a GPU no pod "
+                "holds (its exclusive rule)"
+            )
+            out.append(LedgerViolation(node, card.uuid, "exclusive", message))
+        elif grant.cores == 0 and cores >= MAX_CORES:
+            message = (
+                f"{where} has all its cores taken (100%), and {pod} asks 0% cores, which Volcano never "
+                "gives a GPU whose cores are all taken"
+            )
+            out.append(LedgerViolation(node, card.uuid, "cores-full", message))
+        cores, grants = cores + grant.cores, grants + 1
+    return out
 
 
 # --- encoding: the GPULedger custom resource -------------------------------------------------------

@@ -43,6 +43,7 @@ _CARD_ORDER = (
     "uuid-use",
     "uuid-nouse",
     "unhealthy",
+    "registered-twice",
     "split",
     "podgroup",
     "memory",
@@ -119,6 +120,10 @@ def _card_text(code: str, detail: str, n: int) -> str:
             "are listed in volcano.sh/vgpu-nouse-gpuuuid",
         ),
         "unhealthy": ("is unhealthy", "are unhealthy"),
+        "registered-twice": (
+            "is registered twice in volcano.sh/node-vgpu-register",
+            "are registered twice in volcano.sh/node-vgpu-register",
+        ),
         "split": ("has no free vGPU slot", "have no free vGPU slot"),
         "cores": (f"has less than {detail}% cores free", f"have less than {detail}% cores free"),
         "exclusive": (
@@ -144,6 +149,20 @@ def _card_text(code: str, detail: str, n: int) -> str:
 
 # How many refused GPUs a reason names before it only counts the rest.
 _NAMED_CARDS = 5
+# Reasons that name their GPUs: what makes them refuse is another pod on that very card (or its
+# registration), so the user needs the card to find the holder (``vgpu-guard status``).
+_NAMING = ("registered-twice", "exclusive", "cores-full")
+
+
+def _named(uuids: list[str]) -> str:
+    named = ", ".join(uuids[:_NAMED_CARDS])
+    return named + (f" and {len(uuids) - _NAMED_CARDS} more" if len(uuids) > _NAMED_CARDS else "")
+
+
+def _naming_text(code: str, failures: list[CardFailure]) -> str:
+    """One reason for ``code``, counting and naming its distinct GPUs."""
+    uuids = list(dict.fromkeys(f.card for f in failures))
+    return f"{_card_text(code, '', len(uuids))}: {_named(uuids)}"
 
 
 def _podgroup_texts(failures: list[CardFailure]) -> list[str]:
@@ -161,9 +180,7 @@ def _podgroup_texts(failures: list[CardFailure]) -> list[str]:
             f"hold other members of PodGroup {group}",
             "GPU",
         )
-        named = ", ".join(uuids[:_NAMED_CARDS])
-        more = f" and {len(uuids) - _NAMED_CARDS} more" if len(uuids) > _NAMED_CARDS else ""
-        out.append(f"{head} (volcano.sh/vgpu-podgroup-policy=spread): {named}{more}")
+        out.append(f"{head} (volcano.sh/vgpu-podgroup-policy=spread): {_named(uuids)}")
     return out
 
 
@@ -217,8 +234,15 @@ def unavailable_message(total_nodes: int, nodes: Iterable[NodeFailure], cards: I
         for (c, detail), n in sorted(node_counts.items()):
             if c == code:
                 parts.append(_node_text(c, detail, n))
-    card_counts = Counter((f.code, f.detail) for f in card_list if f.code not in ("memory", "podgroup"))
+    card_counts = Counter(
+        (f.code, f.detail) for f in card_list if f.code not in ("memory", "podgroup", *_NAMING)
+    )
     for code in _CARD_ORDER:
+        if code in _NAMING:
+            named = [f for f in card_list if f.code == code]
+            if named:
+                parts.append(_naming_text(code, named))
+            continue
         if code == "podgroup":
             parts.extend(_podgroup_texts([f for f in card_list if f.code == "podgroup"]))
             continue
