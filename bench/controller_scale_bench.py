@@ -2,7 +2,7 @@
 restart to first bind, peak RSS.
 
     .venv/bin/python bench/controller_scale_bench.py [--nodes 5000] [--pods 100000]
-        [--rates 50,200] [--seconds 20] [--smoke] [--api-shaped]
+        [--rates 50,200] [--seconds 20] [--smoke] [--api-shaped] [--arbiter-rate 20]
 
 ``run_controller`` itself (informers, World, allocator, Binder, Lease) runs against ``FeedClient``,
 an in-process stand-in for the API server with no HTTP and no store of its own, as
@@ -23,6 +23,13 @@ controller's own work on its path, not a server's.
 * peak RSS of the process (``VmHWM``: the high-water mark of its own memory; ``ru_maxrss`` is not
   reset by exec, so a subprocess started from this benchmark's 650 MB parent reported the parent's
   size), with the prepared objects it was handed.
+
+With ``--arbiter-rate R`` (issue 44) the rate rows run twice in one run: as above, then with the
+webhook's arbiter writing R Volcano Bindings a second into the same ledgers (a bound pod fed and
+its entry added to its node's GPULedger with a new resourceVersion, nodes in turn), so the
+controller's writes meet real 409s. Reported: the ratio of the p99 with and without those writes,
+the controller's ledger conflicts, and how often it rebuilt its whole picture of the fleet
+(``vgpu_guard_allocator_rebuilds_total``: 0 is the goal, a race costs one node).
 
 Baseline in the same run: the naive full pass (``AllocationController.run_once`` with fresh LISTs,
 what every new pod waited for before this controller was incremental) over the same cluster.
@@ -50,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ledger_rebuild_bench import GPUS, api_shaped, node_obj, peak_rss_mb, pod_obj
 
 from vgpu_guard.kube.client import ObjectList, WatchEvent
-from vgpu_guard.kube.errors import AlreadyExists, NotFound
+from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
 
 Obj = dict[str, Any]
 
@@ -85,6 +92,12 @@ class FeedClient:
         self.bound_at: dict[str, float] = {}
         self.first_bind = asyncio.Event()
         self.pods_by_name: dict[tuple[str, str], Obj] = {}
+        # Each ledger's resourceVersion, and its stored JSON (compressed) as last written: writes
+        # are compare-and-swap on it, as the API server's are, so the arbiter's writes make the
+        # controller's stale ones fail with 409.
+        self.ledger_rv: dict[str, str] = {}
+        self.ledger_stored: dict[str, bytes] = {}
+        self.conflicts_answered = 0
 
     def _next_rv(self) -> str:
         self.rv += 1
@@ -136,6 +149,10 @@ class FeedClient:
                 raise AlreadyExists("lease exists")
             self.leases[body["metadata"]["name"]] = body
         elif resource.plural == "gpuledgers":
+            name = body["metadata"]["name"]
+            if name in self.ledger_rv:
+                raise AlreadyExists(f"gpuledgers {name} exists")
+            self._stored(body)
             self.feed("gpuledgers", "ADDED", body)
         elif resource.plural == "pods":
             self.pods_by_name[(body["metadata"]["namespace"], body["metadata"]["name"])] = body
@@ -144,12 +161,26 @@ class FeedClient:
 
     async def replace(self, resource: Any, obj: Mapping[str, Any]) -> Obj:
         body = copy.deepcopy(dict(obj))
+        if resource.plural == "gpuledgers":
+            name = body["metadata"]["name"]
+            if body["metadata"].get("resourceVersion") != self.ledger_rv.get(name):
+                self.conflicts_answered += 1
+                raise Conflict(f"gpuledgers {name}: the object has been modified", code=409)
         body["metadata"]["resourceVersion"] = self._next_rv()
         if resource.plural == "leases":
             self.leases[body["metadata"]["name"]] = body
         elif resource.plural == "gpuledgers":
+            self._stored(body)
             self.feed("gpuledgers", "MODIFIED", body)
         return body
+
+    def _stored(self, ledger: Obj) -> None:
+        name = ledger["metadata"]["name"]
+        self.ledger_rv[name] = ledger["metadata"]["resourceVersion"]
+        self.ledger_stored[name] = zlib.compress(json.dumps(ledger).encode())
+
+    def stored_ledger(self, name: str) -> Obj:
+        return _inflate(self.ledger_stored[name])
 
     async def patch(self, resource: Any, name: str, patch: Any, **kwargs: Any) -> Obj:
         return {"metadata": {"name": name}}  # PodScheduled reports: no pod is left pending here
@@ -239,6 +270,38 @@ def steady_ledgers(nodes: int, pods: int) -> list[Obj]:
     return client.written
 
 
+async def arbiter_writes(client: FeedClient, rate: float, nodes: int, stop: asyncio.Event) -> int:
+    """The webhook's arbiter as Volcano binds: ``rate`` Bindings a second, nodes in turn, each a
+    bound pod (its annotations as Volcano >= 1.16 sends them) and its entry written into the node's
+    ledger with a new resourceVersion, as kube-apiserver stores the arbiter's CAS write. Returns
+    how many were written."""
+    written, t0 = 0, time.perf_counter()
+    while not stop.is_set():
+        await asyncio.sleep(max(0.0, t0 + written / rate - time.perf_counter()))
+        node = f"n{written % nodes:05d}"
+        name, uid = f"volcano-{written}", f"volcano-{written:012d}"
+        ids = f"GPU-{node}-{written % GPUS},NVIDIA,1,0:"
+        annotations = {"volcano.sh/vgpu-node": node, "volcano.sh/vgpu-ids-new": ids,
+                       "volcano.sh/devices-to-allocate": ids, "volcano.sh/bind-phase": "success"}  # fmt: skip
+        pod = pending_pod(0)
+        pod["metadata"].update(name=name, uid=uid, annotations=annotations, resourceVersion=client._next_rv())
+        pod["spec"].update(nodeName=node, schedulerName="volcano")
+        client.pods_by_name[("default", name)] = pod
+        client.feed("pods", "ADDED", pod)
+        ledger = client.stored_ledger(node)
+        entry = {"podUID": uid, "namespace": "default", "name": name, "queue": "default",
+                 "reservedAt": 1_700_000_000, "committed": True, "admitted": True,
+                 "containers": [{"index": 0, "name": "main",
+                                 "devices": [{"uuid": f"GPU-{node}-{written % GPUS}", "memoryMiB": 1,
+                                              "cores": 0}]}]}  # fmt: skip
+        ledger["spec"]["allocations"] = [*(ledger["spec"].get("allocations") or []), entry]
+        ledger["metadata"]["resourceVersion"] = client._next_rv()
+        client._stored(ledger)
+        client.feed("gpuledgers", "MODIFIED", ledger)
+        written += 1
+    return written
+
+
 async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, Any]:
     """``ledgers``: each ledger's JSON, as the server stores it (the process holds only that text:
     parsed, 100,000 entries would be ~230 MB of the bench's own in the peak RSS it reports)."""
@@ -265,18 +328,29 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
         pages={"pods": json_pages(args, first)} if args.api_shaped else None,
     )
     client.pods_by_name[("default", "new-0")] = first
+    for text in ledgers:
+        meta = json.loads(text)["metadata"]
+        client.ledger_rv[meta["name"]] = meta["resourceVersion"]
+        client.ledger_stored[meta["name"]] = zlib.compress(text.encode())
     del pods
     ledgers.clear()  # handed over: the FeedClient holds the only reference to each text
+    registry = CollectorRegistry()
     start = time.perf_counter()
     task = asyncio.ensure_future(
         run_controller(cast(ClusterClient, client), load_config(env={}), identity="bench",
-                       registry=CollectorRegistry(), lease_namespace="default", resync_seconds=3600)
+                       registry=registry, lease_namespace="default", resync_seconds=3600)
     )  # fmt: skip
     try:
         await asyncio.wait_for(client.first_bind.wait(), 300)
         restart = client.bound_at["new-0"] - start
         rows = []
         counter = 1
+        stop = asyncio.Event()
+        arbiter = (
+            asyncio.ensure_future(arbiter_writes(client, args.arbiter_rate, args.nodes, stop))
+            if args.arbiter_rate
+            else None
+        )
         for rate in args.rates:
             fed: dict[str, float] = {}
             count = int(rate * args.seconds)
@@ -296,12 +370,28 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
                 "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 1) if lat else None,
                 "unbound_after_2s": count - len(lat),
             })  # fmt: skip
+        stop.set()
+        arbiter_written = await arbiter if arbiter is not None else 0
     finally:
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
     peak = peak_rss_mb()
-    return {"restart_to_first_bind_s": round(restart, 2), "rates": rows, "peak_rss_mb": round(peak)}
+    rebuilds = sum(
+        sample.value
+        for metric in registry.collect()
+        if metric.name == "vgpu_guard_allocator_rebuilds"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    )
+    return {
+        "restart_to_first_bind_s": round(restart, 2),
+        "rates": rows,
+        "peak_rss_mb": round(peak),
+        "arbiter_writes": arbiter_written,
+        "conflicts": client.conflicts_answered,
+        "allocator_rebuilds": rebuilds,
+    }
 
 
 def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
@@ -361,6 +451,12 @@ def main() -> int:
         action="store_true",
         help="feed pods as kube-apiserver returns them (managed fields, statuses, defaults)",
     )
+    parser.add_argument(
+        "--arbiter-rate",
+        type=float,
+        default=0.0,
+        help="also run the rates with the arbiter writing this many Bindings/s into the same ledgers",
+    )
     parser.add_argument("--baseline", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ledgers", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -384,6 +480,18 @@ def main() -> int:
             ours = json.loads(
                 subprocess.run(base, capture_output=True, text=True, check=True).stdout.splitlines()[-1]
             )
+            raced = (
+                json.loads(
+                    subprocess.run(
+                        [*base, "--arbiter-rate", str(args.arbiter_rate)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout.splitlines()[-1]
+                )
+                if args.arbiter_rate
+                else None
+            )
             naive = json.loads(
                 subprocess.run(
                     [*base, "--baseline"], capture_output=True, text=True, check=True
@@ -401,6 +509,15 @@ def main() -> int:
         for row in ours["rates"]:
             print(f"new pods at {row['rate']:g}/s: decided and bound (sent) p50 {row['p50_ms']} ms, "
                   f"p99 {row['p99_ms']} ms, {row['unbound_after_2s']} unbound 2 s later")  # fmt: skip
+        if raced is not None:
+            print(f"with the arbiter writing {args.arbiter_rate:g} Bindings/s into the same ledgers "
+                  f"({raced['arbiter_writes']} written): {raced['conflicts']} ledger conflicts met by the "
+                  f"controller, {raced['allocator_rebuilds']:g} whole-fleet rebuilds")  # fmt: skip
+            for quiet, row in zip(ours["rates"], raced["rates"], strict=True):
+                ratio = (row["p99_ms"] or 0) / max(quiet["p99_ms"] or 0.001, 0.001)
+                print(f"  new pods at {row['rate']:g}/s: p50 {row['p50_ms']} ms, "
+                      f"p99 {row['p99_ms']} ms ({ratio:.2f}x the p99 without), "
+                      f"{row['unbound_after_2s']} unbound 2 s later")  # fmt: skip
         print(f"baseline, one naive full pass for one new pod: {naive['seconds']:.2f} s "
               f"(ratio to our p50 at {ours['rates'][0]['rate']:g}/s: "
               f"{naive['seconds'] * 1000 / max(ours['rates'][0]['p50_ms'] or 1, 0.001):.0f}x)")  # fmt: skip

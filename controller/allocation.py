@@ -225,11 +225,13 @@ class AllocationController:
             log.info("a gang's ledger write lost a race, re-deciding it on the next pass: %s", e)
         except Conflict as e:
             self.world.resync()  # what the allocator decided may not be what the ledgers hold
+            self.metrics.allocator_rebuilds.labels("conflict").inc()
             self.metrics.conflicts.inc()
             result.conflicts += 1
             log.info("ledger write lost a race, re-deciding on the next pass: %s", e)
         except KubeError as e:
             self.world.resync()
+            self.metrics.allocator_rebuilds.labels("api-error").inc()
             result.errors.append(str(e))
             if str(e) != self._last_error:
                 log.warning(

@@ -203,6 +203,15 @@ class AllocationMetrics:
             ["node", "reason"],
             registry=registry,
         )
+        self.allocator_rebuilds = Counter(
+            "vgpu_guard_allocator_rebuilds_total",
+            "Times the controller dropped its whole picture of the fleet (allocator and workloads) to "
+            "rebuild it at the next pass, by reason: api-error (a pass failed on the API), conflict (a "
+            "race outside the per-node ledger writes), refused-write (a ledger write the capacity "
+            "check refused). A ledger race on one node never rebuilds it.",
+            ["reason"],
+            registry=registry,
+        )
         self.conflicts = Counter(
             "vgpu_guard_ledger_conflicts_total",
             "Ledger writes that lost an optimistic-concurrency race (409) and were re-decided.",

@@ -303,6 +303,7 @@ class Placer:
                     log.error("refusing a ledger write for node %s: %s", name, [p.message for p in problems])
                     result.errors.append(f"ledger write for {name} refused: {problems[0].message}")
                     world.resync()
+                    self.metrics.allocator_rebuilds.labels("refused-write").inc()
                     return
             writes[name] = (old, new, info)
         lost: dict[str, Conflict] = {}

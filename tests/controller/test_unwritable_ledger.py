@@ -216,6 +216,7 @@ async def test_a_race_lost_on_one_node_costs_that_node_alone_and_no_full_resync(
     assert cluster.bound() == {"on-a": "gpu-a"}
     assert controller.world.full_resyncs == 0
     assert registry.get_sample_value("vgpu_guard_ledger_conflicts_total") == 1
+    assert registry.get_sample_value("vgpu_guard_allocator_rebuilds_total", {"reason": "conflict"}) is None
     assert not controller.unwritable.blocked("gpu-b", cluster.clock())  # a race is not a failure
     client.refused.clear()
     await cluster.converge(controller)
