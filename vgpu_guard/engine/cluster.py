@@ -8,10 +8,12 @@ allocatable quantity is kept (it still counts for CPU capacity) with its problem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
+from typing import TypeVar
 
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION, GpuDevice, Mode, parse_registration
@@ -19,7 +21,9 @@ from vgpu_guard.engine.objects import ObjMap
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.resources import scheduler_units
 
-__all__ = ["ClusterView", "NodeInfo", "Taint", "node_info"]
+__all__ = ["ClusterView", "FleetFacts", "FleetTally", "NodeInfo", "Taint", "node_info"]
+
+_K = TypeVar("_K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,98 @@ def node_info(obj: ObjMap, config: GuardConfig) -> NodeInfo:
 
 
 @dataclass(frozen=True)
+class FleetFacts:
+    """What reviews ask about the fleet as a whole, for one ``nodes`` mapping.
+
+    Every pod review asks for the largest card, the offered modes, the most GPUs on a node and
+    whether some node carries a scaling label. Walking 5,000 nodes (40,000 cards) for them cost a
+    review 3.6 ms against 0.16 ms at 100 nodes (issue 44), so a cache that watches nodes keeps a
+    ``FleetTally`` up to date as nodes change and hands out these facts with its nodes mapping;
+    views built another way compute them with ``of``. ``nodes`` is the mapping they describe: a
+    view uses them only for that very mapping.
+    """
+
+    nodes: Mapping[str, NodeInfo]
+    gpu_node_count: int
+    offered_modes: frozenset[Mode]
+    max_gpus_per_node: int
+    largest_card_memory: int
+    mig_card_types: tuple[str, ...]
+    label_keys: frozenset[str]
+
+    @classmethod
+    def of(cls, nodes: Mapping[str, NodeInfo]) -> FleetFacts:
+        """The facts computed from scratch (offline views, tests: the tally's reference)."""
+        tally = FleetTally()
+        for info in nodes.values():
+            tally.add(info)
+        return tally.facts(nodes)
+
+    @cached_property
+    def gpu_nodes(self) -> tuple[NodeInfo, ...]:
+        """Nodes whose vGPU registration is usable, in name order (built once per nodes mapping,
+        shared by every view that holds the mapping)."""
+        return tuple(sorted((n for n in self.nodes.values() if n.vgpu_capable), key=lambda n: n.name))
+
+
+class FleetTally:
+    """Counts behind ``FleetFacts``, kept by adding and removing one node at a time.
+
+    A node's change costs the size of that node (its cards and labels), not of the fleet; the
+    facts are read from counts of distinct values (card sizes, modes, label keys: a handful).
+    """
+
+    def __init__(self) -> None:
+        self.gpu_nodes = 0
+        self.modes: Counter[Mode] = Counter()
+        self.gpus_per_node: Counter[int] = Counter()
+        self.card_memory: Counter[int] = Counter()
+        self.mig_types: Counter[str] = Counter()
+        self.label_keys: Counter[str] = Counter()
+
+    def add(self, info: NodeInfo) -> None:
+        self._count(info, 1)
+
+    def remove(self, info: NodeInfo) -> None:
+        self._count(info, -1)
+
+    def _count(self, info: NodeInfo, sign: int) -> None:
+        for key in info.labels:
+            _bump(self.label_keys, key, sign)
+        if not info.vgpu_capable:
+            return
+        self.gpu_nodes += sign
+        if info.mode is not None:
+            _bump(self.modes, info.mode, sign)
+        _bump(self.gpus_per_node, len(info.gpus), sign)
+        for gpu in info.gpus:
+            _bump(self.card_memory, gpu.memory, sign)
+            if info.mode == "mig":
+                _bump(self.mig_types, gpu.type, sign)
+
+    def facts(self, nodes: Mapping[str, NodeInfo]) -> FleetFacts:
+        """The facts as counted now, for ``nodes`` (the mapping these counts describe)."""
+        return FleetFacts(
+            nodes=nodes,
+            gpu_node_count=self.gpu_nodes,
+            offered_modes=frozenset(self.modes),
+            max_gpus_per_node=max(self.gpus_per_node, default=0),
+            largest_card_memory=max(self.card_memory, default=0),
+            mig_card_types=tuple(sorted(self.mig_types)),
+            label_keys=frozenset(self.label_keys),
+        )
+
+
+def _bump(counter: Counter[_K], key: _K, sign: int) -> None:
+    """Add ``sign`` to ``key``'s count; a count that reaches 0 leaves (so the keys are what exists)."""
+    count = counter[key] + sign
+    if count:
+        counter[key] = count
+    else:
+        del counter[key]
+
+
+@dataclass(frozen=True)
 class ClusterView:
     """An immutable snapshot; derived facts are computed once, on first use.
 
@@ -154,6 +250,9 @@ class ClusterView:
     synced: bool = True
     # Where the state came from, for messages and review output ("cluster", "file x.yaml", ...).
     source: str = "cluster"
+    # The fleet facts of ``nodes`` when the builder keeps them (kube/view_cache.py); None: computed
+    # on first use. Facts of another mapping (a ``replace`` of nodes) are ignored.
+    fleet: FleetFacts | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_objects(
@@ -210,33 +309,42 @@ class ClusterView:
             return replace(self, podgroups={**self.podgroups, key: obj})
         return self
 
+    def ledger(self, node: str) -> ObjMap | None:
+        """The GPULedger of ``node`` as cached, or None: one node's read, whatever the fleet's size
+        (the arbiter reads the ledger of the node a Binding names, never the others)."""
+        return self.ledgers.get(node)
+
     @cached_property
+    def facts(self) -> FleetFacts:
+        """The fleet facts of ``nodes``: the builder's when they describe this very mapping."""
+        if self.fleet is not None and self.fleet.nodes is self.nodes:
+            return self.fleet
+        return FleetFacts.of(self.nodes)
+
+    @property
     def gpu_nodes(self) -> tuple[NodeInfo, ...]:
         """Nodes whose vGPU registration is usable, in name order."""
-        return tuple(sorted((n for n in self.nodes.values() if n.vgpu_capable), key=lambda n: n.name))
+        return self.facts.gpu_nodes
 
-    @cached_property
+    @property
     def offered_modes(self) -> frozenset[Mode]:
-        return frozenset(n.mode for n in self.gpu_nodes if n.mode is not None)
+        return self.facts.offered_modes
 
-    @cached_property
+    @property
     def max_gpus_per_node(self) -> int:
-        return max((len(n.gpus) for n in self.gpu_nodes), default=0)
+        return self.facts.max_gpus_per_node
 
-    @cached_property
+    @property
     def largest_card_memory(self) -> int:
         """Largest registered card memory, in plugin units."""
-        return max((g.memory for n in self.gpu_nodes for g in n.gpus), default=0)
+        return self.facts.largest_card_memory
 
     def any_node_labelled(self, labels: tuple[str, ...]) -> bool:
-        """Whether some node carries one of ``labels`` (computed once per view and label set: every
-        admission request asks, and a view is shared by all requests until a cache changes)."""
-        cache: dict[tuple[str, ...], bool] = self.__dict__.setdefault("_labelled", {})
-        if labels not in cache:
-            cache[labels] = any(label in node.labels for node in self.nodes.values() for label in labels)
-        return cache[labels]
+        """Whether some node carries one of ``labels`` (every admission request asks)."""
+        keys = self.facts.label_keys
+        return any(label in keys for label in labels)
 
-    @cached_property
+    @property
     def mig_card_types(self) -> tuple[str, ...]:
         """Distinct card types on MIG-mode nodes, sorted (the models MIG requests can land on)."""
-        return tuple(sorted({g.type for n in self.gpu_nodes if n.mode == "mig" for g in n.gpus}))
+        return self.facts.mig_card_types
