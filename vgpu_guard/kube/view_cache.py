@@ -1,10 +1,13 @@
 """``ClusterCache``: the watch-fed caches behind every ``ClusterView`` the webhook and controller use.
 
 One informer each for Nodes, Queues, PodGroups, HyperNodes, GPULedgers and GangPlacements.
-``snapshot(config)`` is called on every admission request, so it must be cheap: the built view is
-kept until an informer changes (or the config object does), and on a change only the nodes that
-changed are parsed again. The view is ``synced`` only when all informers have completed a LIST;
-before that the core refuses to decide (seed 001).
+``snapshot(config)`` is called on every admission request, so it must cost the same at 5,000 nodes
+as at 100 (issue 44): each part of the view is a table kept up to date by the informer's events,
+one object at a time, and a view holds the tables as they are (no loop over the fleet, no copy).
+A Node is parsed once per resourceVersion, in its event, never on the request path; a new
+version that parses to the same ``NodeInfo`` (a kubelet's heartbeat) changes nothing; the fleet
+facts reviews ask for (``FleetTally``) are counted as nodes come and go. The view is ``synced``
+only when all informers have completed a LIST; before that the core refuses to decide (seed 001).
 
 Consumers that react to change (the queue audit) wait on ``wait_for_change(version)``.
 """
@@ -12,43 +15,136 @@ Consumers that react to change (the queue audit) wait on ``wait_for_change(versi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from vgpu_guard.engine.cluster import ClusterView, NodeInfo, node_info
+from vgpu_guard.engine.cluster import ClusterView, FleetFacts, FleetTally, NodeInfo, node_info
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
-from vgpu_guard.kube.informer import Informer, InformerEvent
+from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, HYPERNODES, LEDGERS, NODES, PODGROUPS, QUEUES
 
-__all__ = ["ClusterCache", "CopiedWhenRead"]
+__all__ = ["ClusterCache", "SharedTable"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
-class CopiedWhenRead(Mapping[str, Any]):
-    """A mapping built by ``build`` the first time it is read, then kept (a view's part that most
-    readers never look at). It holds the state of its first read, not of its creation."""
+class SharedTable(Generic[K, V]):
+    """A dict changed one entry at a time, handed to views without copying: copy on write.
 
-    def __init__(self, build: Callable[[], Mapping[str, Any]]) -> None:
-        self._build: Callable[[], Mapping[str, Any]] | None = build
-        self._data: Mapping[str, Any] = {}
+    ``frozen()`` gives the current contents as a read-only mapping and marks them shared; the next
+    change copies the dict first (one C-level copy, in the informer's event, not per request), so
+    every mapping handed out stays as it was. A table nobody read since its last change is changed
+    in place. ``frozen()`` returns the same object until a change: parts that did not change are
+    the same mapping in consecutive views (World skips comparing nodes on that identity).
+    """
 
-    def _get(self) -> Mapping[str, Any]:
-        if self._build is not None:
-            self._data, self._build = self._build(), None
-        return self._data
+    def __init__(self) -> None:
+        self._data: dict[K, V] = {}
+        self._frozen: Mapping[K, V] | None = None
 
-    def __getitem__(self, key: str) -> Any:
-        return self._get()[key]
+    def frozen(self) -> Mapping[K, V]:
+        if self._frozen is None:
+            self._frozen = MappingProxyType(self._data)
+        return self._frozen
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._get())
+    def get(self, key: K) -> V | None:
+        return self._data.get(key)
 
     def __len__(self) -> int:
-        return len(self._get())
+        return len(self._data)
+
+    def _writable(self) -> dict[K, V]:
+        if self._frozen is not None:
+            self._data, self._frozen = dict(self._data), None
+        return self._data
+
+    def put(self, key: K, value: V) -> None:
+        self._writable()[key] = value
+
+    def pop(self, key: K) -> V | None:
+        if key not in self._data:
+            return None
+        return self._writable().pop(key)
+
+    def clear(self) -> None:
+        self._data, self._frozen = {}, None
+
+
+def _name(key: Key) -> str:
+    return key[1]
+
+
+def _table(informer: Informer, key: Callable[[Key], Any]) -> SharedTable[Any, Obj]:
+    """A table of ``informer``'s objects under ``key(informer key)``, kept by its events."""
+    table: SharedTable[Any, Obj] = SharedTable()
+
+    def changed(event: InformerEvent) -> None:
+        k = key(key_of(event.object))
+        if event.type == "DELETED":
+            table.pop(k)
+        else:
+            table.put(k, event.object)
+
+    informer.add_handler(changed)
+    return table
+
+
+class _Nodes:
+    """Parsed nodes by name, with the fleet facts, kept by the Node informer's events.
+
+    Parsing needs the config (it says how registrations read), which the cache learns from the
+    first ``snapshot``: events before it are not parsed, and a new config parses every node again
+    (``reparse``). After that, each event parses its node once.
+    """
+
+    def __init__(self, informer: Informer) -> None:
+        self._informer = informer
+        self.table: SharedTable[str, NodeInfo] = SharedTable()
+        self._tally = FleetTally()
+        self._facts: FleetFacts | None = None
+        self.config: GuardConfig | None = None
+        informer.add_handler(self._changed)
+
+    def reparse(self, config: GuardConfig) -> None:
+        self.config = config
+        self.table.clear()
+        self._tally = FleetTally()
+        self._facts = None
+        for (_, name), obj in self._informer.items.items():
+            self._set(name, node_info(obj, config))
+
+    def facts(self) -> FleetFacts:
+        nodes = self.table.frozen()
+        if self._facts is None or self._facts.nodes is not nodes:
+            self._facts = self._tally.facts(nodes)
+        return self._facts
+
+    def _changed(self, event: InformerEvent) -> None:
+        if self.config is None:
+            return
+        name = key_of(event.object)[1]
+        if event.type == "DELETED":
+            old = self.table.pop(name)
+            if old is not None:
+                self._tally.remove(old)
+            return
+        info = node_info(event.object, self.config)
+        old = self.table.get(name)
+        if old is not None and old == info:
+            return  # a heartbeat: the same facts (and the same object) for every decision
+        if old is not None:
+            self._tally.remove(old)
+        self._set(name, info)
+
+    def _set(self, name: str, info: NodeInfo) -> None:
+        self.table.put(name, info)
+        self._tally.add(info)
 
 
 class ClusterCache:
@@ -90,15 +186,21 @@ class ClusterCache:
         self._tick = asyncio.Event()
         for inf in self._informers:
             inf.add_handler(self._changed)
-        # Parsed nodes by name, with the object they were parsed from (identity: objects from the
-        # informer are never mutated, so the same object means the same parse).
-        self._node_infos: dict[str, tuple[Mapping[str, Any], NodeInfo]] = {}
+        # The view's parts, kept by the informers' events (registered after ``_changed``, so a
+        # waiter woken by a change finds them already changed: the loop runs it later).
+        self._nodes = _Nodes(self.nodes)
+        self._queues = _table(self.queues, _name)
+        self._podgroups = _table(self.podgroups, lambda key: key)
+        self._hypernodes = _table(self.hypernodes, _name)
+        self._ledgers = _table(self.ledgers, _name)
+        self._gang_placements = _table(self.gang_placements, lambda key: key)
+        # Events applied to the tables: an informer's version moves before a relist's events are
+        # delivered, so a view built between two of them must not be kept under that version.
+        self._applied = 0
+        for inf in self._informers:
+            inf.add_handler(self._count_applied)
         self._view: ClusterView | None = None
-        # Each part of the view with the version of the cache it was built from.
-        self._parts: dict[str, tuple[int, Mapping[Any, Any]]] = {}
         self._view_key: tuple[object, ...] = ()
-        # Held (not just its id) so a reloaded config can never be mistaken for the old one.
-        self._config: GuardConfig | None = None
         self.builds = 0  # how many views were built (tests check the cache is reused)
 
     # -- state ------------------------------------------------------------------------------------
@@ -122,6 +224,9 @@ class ClusterCache:
         while self.version == version:
             await self._tick.wait()
         return self.version
+
+    def _count_applied(self, _event: InformerEvent) -> None:
+        self._applied += 1
 
     def _changed(self, _event: InformerEvent) -> None:
         tick, self._tick = self._tick, asyncio.Event()
@@ -154,53 +259,31 @@ class ClusterCache:
     def snapshot(self, config: GuardConfig) -> ClusterView:
         """The current view; the same object until something changes (cheap per request).
 
-        Each part is rebuilt only when its own cache changed, and an unchanged part is the same
-        mapping object as in the previous view (the controller skips comparing its nodes then):
-        our own ledger writes, one per pass, must not cost a pass a copy of every node. The
-        ledgers part, which changes with every write and which the controller's passes never
-        read (they use the cache and their own writes), is copied when first read.
+        Building it costs the same at any fleet size: each part is its table as it stands (an
+        unchanged part is the same mapping object as in the previous view), and the fleet facts
+        were counted as the nodes changed. Only a new config object parses every node again.
         """
-        key = (self.version, self.synced)
-        if self._view is not None and key == self._view_key and config is self._config:
+        key = (self.version, self.synced, self._applied)
+        if self._view is not None and key == self._view_key and config is self._nodes.config:
             return self._view
-        if config is not self._config:
-            self._parts.clear()
-        by_name = self._by_name
+        if config is not self._nodes.config:
+            self._nodes.reparse(config)  # a new config can parse registrations differently
         self._view = ClusterView(
-            nodes=self._part(self.nodes, lambda: MappingProxyType(self._nodes(config))),
-            queues=self._part(self.queues, lambda: by_name(self.queues)),
-            podgroups=self._part(self.podgroups, lambda: MappingProxyType(dict(self.podgroups.items))),
-            hypernodes=self._part(self.hypernodes, lambda: by_name(self.hypernodes)),
-            ledgers=self._part(self.ledgers, lambda: CopiedWhenRead(lambda: by_name(self.ledgers))),
-            gang_placements=self._part(
-                self.gang_placements, lambda: MappingProxyType(dict(self.gang_placements.items))
-            ),
+            nodes=self._nodes.table.frozen(),
+            queues=self._queues.frozen(),
+            podgroups=self._podgroups.frozen(),
+            hypernodes=self._hypernodes.frozen(),
+            ledgers=self._ledgers.frozen(),
+            gang_placements=self._gang_placements.frozen(),
             synced=self.synced,
             source="cluster",
+            fleet=self._nodes.facts(),
         )
         self._view_key = key
-        self._config = config
         self.builds += 1
         return self._view
 
-    def _part(self, informer: Informer, build: Callable[[], Mapping[Any, Any]]) -> Mapping[Any, Any]:
-        known = self._parts.get(informer.resource.plural)
-        if known is not None and known[0] == informer.version:
-            return known[1]
-        part = build()
-        self._parts[informer.resource.plural] = (informer.version, part)
-        return part
-
-    @staticmethod
-    def _by_name(informer: Informer) -> Mapping[str, Any]:
-        return MappingProxyType({name: obj for (_, name), obj in informer.items.items()})
-
-    def _nodes(self, config: GuardConfig) -> dict[str, NodeInfo]:
-        if config is not self._config:
-            self._node_infos.clear()  # a new config can parse registrations differently
-        infos: dict[str, tuple[Mapping[str, Any], NodeInfo]] = {}
-        for (_, name), obj in self.nodes.items.items():
-            cached = self._node_infos.get(name)
-            infos[name] = cached if cached is not None and cached[0] is obj else (obj, node_info(obj, config))
-        self._node_infos = infos
-        return {name: info for name, (_, info) in infos.items()}
+    def ledger(self, node: str) -> Obj | None:
+        """The cached GPULedger of ``node`` (decoded once per resourceVersion), or None: the newest
+        the watch brought, without building a view."""
+        return self._ledgers.get(node)
