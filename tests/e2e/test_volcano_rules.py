@@ -93,8 +93,8 @@ async def test_health_true_and_a_duplicate_uuid_cost_one_card_not_the_node(
         message = await refusal(binder, pods[4], DUP.name, Device(D0, 6144))
         assert (
             f"GPU {D0} on node {DUP.name} is registered twice in volcano.sh/node-vgpu-register (records 1 and "
-            "3): Volcano counts its pods on either copy, so it takes no new assignment until the device plugin "
-            f"registers it once; the assignment of pod {env.ns}/dup-4 is {REFUSED_AFTER}"
+            "3): Volcano 1.13+ counts a pod on one copy only, so it takes no new assignment until the device "
+            f"plugin registers it once; the assignment of pod {env.ns}/dup-4 is {REFUSED_AFTER}"
         ) in message
         stored = await env.pods()
         assert used_per_gpu(stored) == {D1: 4 * 6144}

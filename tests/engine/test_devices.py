@@ -58,7 +58,6 @@ def test_node_mode_is_the_last_records() -> None:
         ),
         ("GPU-1,10,\u0663,T,true,hami-core:", "has device memory '\u0663', expected an integer (MiB)"),
         ("GPU-1,10," + "9" * 5000 + ",T,true,hami-core:", "has device memory '9999"),
-        ("GPU-1,10,24576,T,true,vgpu:", "has mode 'vgpu', expected hami-core or mig"),
         (",10,24576,T,true,hami-core:", "has an empty UUID"),
         ("", "annotation volcano.sh/node-vgpu-register is missing or empty"),
         (":::", "holds no records"),

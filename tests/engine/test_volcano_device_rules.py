@@ -77,8 +77,8 @@ def test_a_uuid_registered_twice_is_one_unusable_card_and_the_others_stay() -> N
         ("GPU-2", 3, True),
     ]
     why = (
-        "is registered twice in volcano.sh/node-vgpu-register (records 1 and 3): Volcano counts its pods "
-        "on either copy, so it takes no new assignment until the device plugin registers it once"
+        "is registered twice in volcano.sh/node-vgpu-register (records 1 and 3): Volcano 1.13+ counts a "
+        "pod on one copy only, so it takes no new assignment until the device plugin registers it once"
     )
     assert reg.devices[0].unusable == why
     assert reg.notes == (f"GPU GPU-0 {why}",)
@@ -295,4 +295,20 @@ def test_the_arbiter_reserves_on_a_node_with_health_true_and_a_duplicate() -> No
     assert isinstance(refused, Refused)
     assert refused.violations[0].message.startswith(
         "GPU GPU-gpu-0-0 on node gpu-0 is registered twice in volcano.sh/node-vgpu-register (records 1 and 3)"
+    )
+
+
+# --- mode and extra fields, as getSharingMode and decodeNodeDevices read them ---------------------
+
+
+def test_an_unknown_mode_is_hami_core_and_extra_fields_are_ignored_with_notes() -> None:
+    reg = parse_registration(f"GPU-0,10,24576,{A10},true,vgpu:GPU-1,10,24576,{A10},true,hami-core,x:")
+    assert reg.error is None
+    assert [(d.uuid, d.mode, d.split_count) for d in reg.devices] == [
+        ("GPU-0", "hami-core", 10),
+        ("GPU-1", "hami-core", 10),
+    ]
+    assert reg.notes == (
+        "record 1: GPU GPU-0 has mode 'vgpu', which Volcano reads as hami-core, as we do",
+        "record 2: GPU GPU-1 has 7 fields; the ones after the sixth are ignored",
     )

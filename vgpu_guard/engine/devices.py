@@ -2,23 +2,26 @@
 
 Annotation ``volcano.sh/node-vgpu-register``: records joined by ``:`` (trailing ``:``), each
 ``UUID,count,devmemMiB,type,health,mode``. Plugin v1.9.x wrote five fields (no mode), which means
-hami-core. Volcano 1.12+ ignores a whole node when any record is short; we parse the legacy form,
-and a record whose count, memory or mode is malformed makes us skip that node *with a reported
-reason* instead of guessing (or crashing). docs/volcano-differences.md lists each rule beside
-Volcano's.
+hami-core. Volcano 1.12+ ignores a whole node when any record is short; we parse the legacy form.
+A mode other than ``mig`` is hami-core and fields after the sixth are ignored, as Volcano reads
+them. A record with an empty UUID, or whose count or memory is not an integer in range, makes us
+skip that node *with a reported reason* instead of guessing (or crashing): Volcano reads such a
+number as 0. docs/volcano-differences.md lists each rule beside Volcano's.
 
-Two faults cost one card, not the node, because Volcano keeps scheduling the node's other cards
+Faults that cost one card, not the node, because Volcano keeps scheduling the node's other cards
 (pkg/scheduler/api/devices/nvidia/vgpu/utils.go ``decodeNodeDevices``, v1.10.0 to master):
 
 - **health** is read as ``strconv.ParseBool`` reads it (``1 t T TRUE true True`` / ``0 f F FALSE
   false False``); Volcano drops the parse error, so anything else is unhealthy. Volcano's fit never
   consults health; our own placement (routing mode) avoids an unhealthy card, the arbiter does not.
 - **a UUID registered twice**: Volcano keeps both records as two cards (its device map is keyed by
-  position) and counts a pod's use on whichever copy its map walk meets first (device_info.go
-  ``addResource``: ``for index, gsdevice := range gs.Device`` ... ``break``; Go's map order is
-  random), so it can fit the card's capacity twice. The ledger holds use by UUID, one physical
-  card, and cannot know which record tells its capacity: the card keeps what it holds (releases
-  work) and takes no new assignment (``GpuDevice.unusable``). The first record stands for it.
+  position). v1.10-v1.12 count a bound pod on every copy (device_info.go ``AddResource`` /
+  ``addResource``, no ``break``); v1.13.0 to master on whichever copy the map walk meets first
+  (``for index, gsdevice := range gs.Device`` ... ``break``; Go's map order is random), so the
+  other copy looks free and the card's capacity can be fitted twice. The ledger holds use by UUID,
+  one physical card, and cannot know which record tells its capacity: the card keeps what it
+  holds (releases work) and takes no new assignment (``GpuDevice.unusable``). The first record
+  stands for it, the later ones are dropped (the node counts one card fewer than Volcano).
 """
 
 from __future__ import annotations
@@ -91,10 +94,9 @@ def _is_known_mig_type(card_type: str, mig_models: Sequence[str]) -> bool:
 
 def _device(fields: list[str], position: int, mig_models: Sequence[str]) -> GpuDevice | str:
     """One record's card, or what is wrong with its fields in words for the operator."""
-    if len(fields) not in (5, 6):
+    if len(fields) < 5:
         return f"has {len(fields)} fields, expected UUID,count,devmem,type,health[,mode]"
     uuid, count, memory, card_type, health = fields[:5]
-    mode = fields[5] if len(fields) == 6 else "hami-core"
     if not uuid:
         return "has an empty UUID"
     split_count, memory_mib = plain_int(count), plain_int(memory)
@@ -102,19 +104,38 @@ def _device(fields: list[str], position: int, mig_models: Sequence[str]) -> GpuD
         return f"has split count {count!r}, expected an integer from 1 to {MAX_SPLIT_COUNT}"
     if memory_mib is None or memory_mib > MAX_GPU_MEMORY_MIB:
         return f"has device memory {memory!r}, expected an integer (MiB) of at most {MAX_GPU_MEMORY_MIB}"
-    if mode not in MODES:
-        return f"has mode {mode!r}, expected hami-core or mig"
-    checked_mode: Mode = "mig" if mode == "mig" and _is_known_mig_type(card_type, mig_models) else "hami-core"
+    # Volcano's getSharingMode: "mig" is MIG, anything else hami-core (v1.10/v1.11 read no mode).
+    mig = len(fields) > 5 and fields[5] == "mig" and _is_known_mig_type(card_type, mig_models)
+    checked_mode: Mode = "mig" if mig else "hami-core"
     # uuid, index, split_count, memory, type, healthy, mode (positional: half the cost to pass)
     return GpuDevice(uuid, position, split_count, memory_mib, card_type, health in _GO_TRUE, checked_mode)
+
+
+def _notes(fields: list[str], record: int, uuid: str) -> list[str]:
+    """What Volcano reads in a way the plugin never writes, read as Volcano does and told."""
+    out = []
+    if go_parse_bool(fields[4]) is None:
+        out.append(
+            f"record {record}: GPU {uuid} has health {fields[4]!r}, which strconv.ParseBool does not read, "
+            "so it is unhealthy (Volcano reads it so too)"
+        )
+    if len(fields) > 5 and fields[5] not in MODES:
+        out.append(
+            f"record {record}: GPU {uuid} has mode {fields[5]!r}, which Volcano reads as hami-core, as we do"
+        )
+    if len(fields) > 6:
+        out.append(
+            f"record {record}: GPU {uuid} has {len(fields)} fields; the ones after the sixth are ignored"
+        )
+    return out
 
 
 def _twice(device: GpuDevice, again: int) -> str:
     """Why a UUID registered again takes no new assignment (see the module doc)."""
     return (
         f"is registered twice in {REGISTER_ANNOTATION} (records {device.index + 1} and "
-        f"{again + 1}): Volcano counts its pods on either copy, so it takes no new assignment until "
-        "the device plugin registers it once"
+        f"{again + 1}): Volcano 1.13+ counts a pod on one copy only, so it takes no new assignment "
+        "until the device plugin registers it once"
     )
 
 
@@ -136,11 +157,7 @@ def parse_registration(raw: object, *, mig_models: Sequence[str] = ()) -> Regist
             # The record is named only on an error: a start parses 5,000 nodes of 8 records each.
             return Registration(error=f"record {position + 1} ({record[:60]!r}) {device}")
         mode = device.mode
-        if go_parse_bool(fields[4]) is None:
-            notes.append(
-                f"record {position + 1}: GPU {device.uuid} has health {fields[4]!r}, which strconv.ParseBool "
-                "does not read, so it is unhealthy (Volcano reads it so too)"
-            )
+        notes.extend(_notes(fields, position + 1, device.uuid))
         first = devices.get(device.uuid)
         if first is None:
             devices[device.uuid] = device
