@@ -218,6 +218,12 @@ CASES: dict[str, tuple[dict[str, Any], Outcome, Any, Any]] = {
         "denied vgpu-memory-unit",
         "allowed",
     ),
+    "admission.schedulerName": (
+        {"admission": {"schedulerName": "volcano"}},
+        lambda c: stamped(pod({NUM: 1, MEM: 1000}), c, *SCHEDULER),
+        None,
+        "volcano",
+    ),
     "admission.fleetScaling": (
         {"admission": {"fleetScaling": "scaling"}},
         lambda c: verdict(pod({NUM: 1, MEM: 90000}), c),

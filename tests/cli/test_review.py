@@ -181,10 +181,11 @@ def test_multi_container_warn_is_a_whole_warning_line(
             "annotations": {"volcano.sh/vgpu-mode": "hami-core"},
         },
         "spec": {
+            "schedulerName": "volcano",
             "containers": [
                 {"name": n, "image": "i", "resources": {"limits": {"volcano.sh/vgpu-number": 1, **SHARE}}}
                 for n in ("a", "b")
-            ]
+            ],
         },
     }
     (tmp_path / "pod.yaml").write_text(yaml.safe_dump(pod))
@@ -193,6 +194,8 @@ def test_multi_container_warn_is_a_whole_warning_line(
     assert code == 0
     assert capsys.readouterr().out.splitlines()[2:] == [
         f"allowed Pod default/two  [{tmp_path}/pod.yaml#1]",
+        '    warning: vgpu-guard: "a" and "b" may share a GPU Volcano counts once: later pods there wait; '
+        "use one vGPU container",
         "    warning: [vgpu-multi-container] spec.containers[1]: also requests vGPU (as does…; request vGPU "
         "in one container, or split the pod",
         "",

@@ -324,7 +324,9 @@ def test_requests_only_copied_to_limits(view: ClusterView) -> None:
 
 def test_mig_request_rounded_to_profile(view: ClusterView) -> None:
     """Seed 002: 3000 MiB in MIG mode lands on a 5 GiB instance."""
-    result = review(pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}), view)
+    result = review(
+        pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}, schedulerName="volcano"), view
+    )
     assert result.decision.allowed
     assert limits_of(result.object)[MEM] == "5120"
     assert result.object["spec"]["containers"][0]["resources"]["requests"][MEM] == "5120"
@@ -423,7 +425,9 @@ def test_routing_sets_scheduler_name(view: ClusterView) -> None:
 
 def test_mutation_is_idempotent(view: ClusterView) -> None:
     config = default_config()
-    first = mutate(pod({MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}), view, config)
+    first = mutate(
+        pod({MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}, schedulerName="volcano"), view, config
+    )
     second = mutate(first.object, view, config)
     assert first.patch and second.patch == () and second.warnings == ()
 

@@ -38,7 +38,7 @@ async def post(http: aiohttp.ClientSession, webhook: RunningWebhook, path: str, 
 async def test_mutation_over_https_returns_an_applicable_json_patch(
     http: aiohttp.ClientSession, webhook: RunningWebhook
 ) -> None:
-    obj = pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"})
+    obj = pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}, schedulerName="volcano")
     review = admission_review(obj)
     status, body = await post(http, webhook, "/mutate/pods", review)
     assert status == 200
@@ -221,7 +221,8 @@ async def test_one_audit_line_per_decision(
 ) -> None:
     caplog.set_level(logging.INFO, logger="vgpu_guard.audit")
     review = admission_review(
-        pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}), dry_run=True
+        pod({NUM: 1, MEM: 3000}, annotations={"volcano.sh/vgpu-mode": "mig"}, schedulerName="volcano"),
+        dry_run=True,
     )
     await post(http, webhook, "/mutate/pods", review)
     records = [r for r in caplog.records if r.name == "vgpu_guard.audit"]

@@ -10,6 +10,7 @@ Loading (files, environment) lives in ``vgpu_guard.configfile``; this module onl
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from vgpu_guard.engine.quantity import QuantityError, parse_quantity
 from vgpu_guard.engine.rules.catalog import RULES
 
 __all__ = [
+    "DEFAULT_SCHEDULER",
     "Action",
     "AdmissionSettings",
     "ArbiterSettings",
@@ -114,6 +116,11 @@ class Action(StrEnum):
 
 
 ModeChoice = Literal["auto", "hami-core", "mig"]
+# kube-scheduler's name, which the API server gives a pod that names no scheduler (SetDefaults_PodSpec).
+DEFAULT_SCHEDULER = "default-scheduler"
+# A scheduler name as schedulers are named (volcano, hami-scheduler, vgpu-guard): a DNS-1123 subdomain.
+# The API server does not check spec.schedulerName, so a typo would leave pods to a scheduler nobody runs.
+_DNS_SUBDOMAIN_OR_EMPTY = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?"
 
 
 class AdmissionSettings(_Model):
@@ -144,6 +151,14 @@ class AdmissionSettings(_Model):
     # checks (Gatekeeper's exempt namespaces). The chart also keeps them from the mutating and
     # workload webhooks. A namespace label is not an exemption: whoever can label it could forge.
     exempt_namespaces: tuple[str, ...] = ()
+    # The scheduler given to a vGPU pod that names none or ``default-scheduler`` while Volcano
+    # schedules vGPU pods (``scheduling.routing`` off), e.g. ``volcano``; empty: such a pod is only
+    # warned. kube-scheduler would bind it with no GPU assignment and the device plugin's Allocate
+    # would fail on the node. HAMi's webhook sets its own scheduler the same way (pkg/scheduler/
+    # webhook.go ``Handle``: an empty name always, ``default-scheduler`` when
+    # forceOverwriteDefaultScheduler, its chart's default; any other name is left alone). With
+    # routing on, every vGPU pod gets ``scheduling.schedulerName`` instead and this is not used.
+    scheduler_name: str = Field(default="", max_length=253)
     # Whether node groups can grow (cluster-autoscaler, Karpenter): capacity-dependent pod rules
     # then default to warn, since a larger node may join. auto: scaling when a node carries a
     # Karpenter label, else fixed (see engine/rules/fleet.py for why these signals).
@@ -158,6 +173,21 @@ class AdmissionSettings(_Model):
         turned off, and ``warn`` must warn (issue 38: ``multiContainer: warn`` was silent).
         """
         return {"vgpu-multi-container": Action.WARN if self.multi_container == "warn" else Action.ENFORCE}
+
+    @field_validator("scheduler_name")
+    @classmethod
+    def _a_scheduler_name(cls, value: str) -> str:
+        if not re.fullmatch(_DNS_SUBDOMAIN_OR_EMPTY, value):
+            raise ValueError(
+                f"{value!r} is no scheduler name (a DNS-1123 subdomain: lowercase letters, digits, "
+                "'-' and '.'), e.g. volcano"
+            )
+        if value == DEFAULT_SCHEDULER:
+            raise ValueError(
+                f"{DEFAULT_SCHEDULER} is the name this setting replaces (kube-scheduler binds no GPU "
+                "assignment); name Volcano's scheduler (volcano), or leave it empty to only warn"
+            )
+        return value
 
     @field_validator("rules")
     @classmethod

@@ -11,7 +11,11 @@ Steps, in order:
    gets vgpu-cores 100 (exclusive), as HAMi does;
 3. the sharing mode stamped explicitly (``volcano.sh/vgpu-mode``), chosen among modes nodes offer;
 4. MIG requests rounded up to the profile Volcano will place them on, profile recorded;
-5. routing to our allocator (``spec.schedulerName``) when enabled.
+5. routing to our allocator (``spec.schedulerName``) when enabled; with routing off (Volcano
+   schedules vGPU pods), a pod left to ``default-scheduler`` is given ``admission.schedulerName``
+   when set, else warned: kube-scheduler would bind it with no GPU assignment;
+6. with routing off, a note when two of its containers may share a card whose use Volcano counts
+   once (``shared_card``).
 A container whose values do not parse is left alone; validation reports it.
 """
 
@@ -23,11 +27,12 @@ from typing import Any
 
 from vgpu_guard.engine.annotations import MIG_PROFILE, VGPU_MODE
 from vgpu_guard.engine.cluster import ClusterView
-from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.engine.config import DEFAULT_SCHEDULER, Action, GuardConfig
 from vgpu_guard.engine.devices import MODES, Mode
 from vgpu_guard.engine.mig import MigChoice, round_to_profile, usable_mib
 from vgpu_guard.engine.patch import working_copy
 from vgpu_guard.engine.pod_request import GROUP_ANNOTATIONS
+from vgpu_guard.engine.rules.shared_card import shared_card_pair
 from vgpu_guard.engine.vgpu_request import ContainerVgpu, VgpuKey, resource_names, vgpu_containers
 
 __all__ = ["choose_mode", "normalise_pod", "vgpu_gang"]
@@ -249,6 +254,9 @@ def normalise_pod(
     if mode == "mig" and mode in MODES:
         _mig_profile(work, metadata, effective, view=view, config=config, warnings=warnings)
     _route_to_scheduler(spec, config, warnings)
+    if not config.scheduling.routing:
+        _volcano_scheduler(spec, config, warnings)
+        _shared_card_note(work, view, config, warnings)
     return work, warnings
 
 
@@ -313,4 +321,51 @@ def _route_to_scheduler(spec: MutableMapping[str, Any], config: GuardConfig, war
         spec["schedulerName"] = scheduling.scheduler_name
         warnings.append(
             f"{_WHO}: set spec.schedulerName={scheduling.scheduler_name} (was {previous}; vGPU routing on)"
+        )
+
+
+def _volcano_scheduler(spec: MutableMapping[str, Any], config: GuardConfig, warnings: list[str]) -> None:
+    """Routing off: a vGPU pod left to kube-scheduler gets no GPU assignment from anyone.
+
+    kube-scheduler binds it to a node with ``vgpu-number`` capacity, writing no assignment, and the
+    device plugin's Allocate then finds no pod for the kubelet's request (``GetPendingPod``) and
+    fails it on the node. ``admission.schedulerName`` set: the pod is given that scheduler, as
+    HAMi's webhook gives pods its own (pkg/scheduler/webhook.go ``Handle``); unset: the pod is
+    warned. Only an empty name (review reads files as written; the API server defaults it before
+    admission) or ``default-scheduler`` is changed: any other name is a scheduler chosen on
+    purpose (a second Volcano), and a pod with ``spec.nodeName`` is not scheduled at all. With
+    routing on, ``_route_to_scheduler`` gives every vGPU pod ``scheduling.schedulerName`` instead.
+    """
+    current = spec.get("schedulerName") or ""
+    if current not in ("", DEFAULT_SCHEDULER) or spec.get("nodeName"):
+        return
+    wanted = config.admission.scheduler_name
+    if wanted:
+        spec["schedulerName"] = wanted
+        warnings.append(
+            f"{_WHO}: set spec.schedulerName={wanted} (was {DEFAULT_SCHEDULER}; admission.schedulerName)"
+        )
+    else:
+        warnings.append(
+            f"{_WHO}: spec.schedulerName {DEFAULT_SCHEDULER}: Volcano will not assign this pod a GPU; "
+            "set schedulerName: volcano"
+        )
+
+
+def _shared_card_note(
+    work: Mapping[str, Any], view: ClusterView, config: GuardConfig, warnings: list[str]
+) -> None:
+    """Routing off: two containers that Volcano may put on one card, whose use it counts once.
+
+    Such a pod has vGPU in two containers, so rule vgpu-multi-container fires on it; enforced (the
+    default, ``admission.multiContainer: deny``), the pod is denied and its mutation notes dropped
+    (admission ``_mutate_pod``), so the cards are not even looked at."""
+    if config.action_for("vgpu-multi-container") is Action.ENFORCE:
+        return
+    pair = shared_card_pair(work, view, config)
+    if pair is not None:
+        first, second = pair
+        warnings.append(
+            f'{_WHO}: "{first}" and "{second}" may share a GPU Volcano counts once: later pods there wait; '
+            "use one vGPU container"
         )
