@@ -1,9 +1,9 @@
 """Issue 43 item 7 in ``simulate``: the scenarios of examples/simulate/volcano/ run whole (Volcano's
 model, the webhook's arbiter, vgpu-guard's controller), and what the pods end as.
 
-Which assertions depend on the arbiter: none of those here asserts a refusal. (a) and (d) end
-Pending by Volcano's own decision, whatever the arbiter does. (b)'s arbiter refusal is not
-asserted: see the test's docstring.
+Which assertions depend on the arbiter: (a) and (d) end Pending by Volcano's own decision,
+whatever the arbiter does; (b) from v1.12 is the arbiter's refusal (the running pod adopted into
+the ledger before Volcano's first session, as vgpu-guard runs before the scenario's pods arrive).
 """
 
 from __future__ import annotations
@@ -48,11 +48,24 @@ def test_exclusive_cores_pending_in_volcanos_words() -> None:
 
 
 def test_two_containers_on_one_card_volcano_1_11_counts_both() -> None:
-    """(b) at v1.11 Volcano counts both containers and leaves the 16 GiB pod Pending itself.
-
-    From v1.12.0 Volcano sends it to the card (tests/volcano/test_divergences.py). That the arbiter
-    then refuses it, naming GPU-pair-0-0, is NOT asserted: in simulate today it is admitted and the
-    card ends 32768 / 24576 MiB, because the controller adopts the running pod ``pair`` into the
-    ledger only after Volcano's first session, so the arbiter judges against an empty ledger."""
+    """(b) at v1.11 Volcano counts both containers and leaves the 16 GiB pod Pending itself."""
     pods = _run("two-containers-one-card.yaml", "1.11")
     assert pods["big"][0] == "Pending"
+
+
+@pytest.mark.parametrize("release", ["1.12", "1.16"])
+def test_two_containers_on_one_card_from_1_12_the_arbiter_refuses_naming_why(release: str) -> None:
+    """(b) from v1.12 Volcano counts the running pod's two containers on the card once and sends
+    the 16 GiB pod there; the arbiter refuses it, and the refusal says the holder is counted once."""
+    result = simulate(
+        load_scenario([str(SCENARIOS / "two-containers-one-card.yaml")]),
+        GuardConfig(),
+        Mode(volcano_version=release),
+    )
+    big = next(p for p in result.pods if p.name == "big")
+    assert big.phase == "Pending"
+    assert "GPU GPU-pair-0-0 on node pair-0 has 8192 MiB free of 24576 MiB, 16384 MiB asked" in str(
+        big.reason
+    )
+    assert "(held by default/pair (2 containers, counted once by Volcano >= 1.12))" in str(big.reason)
+    assert result.violations == ()

@@ -302,3 +302,23 @@ def test_a_lapsed_hold_counts_for_nothing_and_goes_with_the_next_write() -> None
         binding(raw), request("stuck", 24576), first.ledger, holds=unbound_holds("stuck"), now=NOW + 2 * HOLD
     )
     assert isinstance(late, Reserved) and late.entry.reserved_at == NOW + 2 * HOLD
+
+
+def test_a_holder_with_two_containers_on_the_card_is_named_once_and_says_volcano_counts_it_once() -> None:
+    """Issue 43 item 5: Volcano >= 1.12 counts a pod's use of a card once; the ledger counts both
+    containers (what the device plugin hands out). The refusal says why Volcano thinks it free."""
+    pair = Allocation(
+        "uid-pair",
+        "default",
+        "pair",
+        "default",
+        tuple(ContainerGrant(i, f"c{i}", (DeviceGrant("GPU-gpu-0-7", 8192, 0),)) for i in range(2)),
+        committed=True,
+    )
+    ledger = NodeLedger("gpu-0", {pair.pod_uid: pair}, resource_version="3")
+    refused = decide(binding("GPU-gpu-0-7,NVIDIA,16384,0:;"), request("big", 16384), ledger)
+    assert isinstance(refused, Refused)
+    assert (
+        "(held by default/pair (2 containers, counted once by Volcano >= 1.12))"
+        in refused.violations[0].message
+    )

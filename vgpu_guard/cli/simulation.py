@@ -507,7 +507,12 @@ class _Run:
     async def settle(self, volcano: VolcanoScheduler, controller: AllocationController) -> int:
         """Rounds of one schedule period each (Volcano's 1 s): the job controller, one Volcano
         session, the allocation controller until a pass changes nothing, the device plugin's
-        stand-in; until a round moves nothing. Returns the controller's passes."""
+        stand-in; until a round moves nothing. Returns the controller's passes in those rounds.
+
+        The controller settles once first, not counted: vgpu-guard runs before the scenario's pods
+        arrive, so the running pods are in the ledger (adopted) when Volcano's first session is
+        arbitrated, as in a cluster where it was installed on running workloads."""
+        await controller.settle()
         passes = 0
         for _ in range(_MAX_ROUNDS):
             created = self.sync_jobs(volcano.sessions)

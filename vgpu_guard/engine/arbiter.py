@@ -34,6 +34,7 @@ Pure: the shell reads the ledger and the node, and writes the result with compar
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -116,10 +117,18 @@ def _refused(written: WrittenAssignment, *messages: str) -> Refused:
 
 
 def _holders(pods: list[str]) -> str:
-    """The pods holding a GPU, by name (not ledger order, which is the order writes landed in)."""
-    pods = sorted(pods)
-    shown = ", ".join(pods[:4])
-    return shown + (f" and {len(pods) - 4} more" if len(pods) > 4 else "")
+    """The pods holding a GPU, by name (not ledger order, which is the order writes landed in), a
+    pod once however many of its containers are on the card. One with several says so: Volcano
+    >= 1.12 counts a pod's use of a card once (``GPUDevices.addResource`` -> ``Sharing.AddPod``
+    returns early for a pod already in the card's ``PodMap``; pkg/scheduler/api/devices/nvidia/
+    vgpu/device_info.go, hamicore.go), so it thinks the rest free and may keep choosing the card."""
+    counts = Counter(pods)
+    named = [
+        f"{p} ({n} containers, counted once by Volcano >= 1.12)" if n > 1 else p
+        for p, n in sorted(counts.items())
+    ]
+    shown = ", ".join(named[:4])
+    return shown + (f" and {len(named) - 4} more" if len(named) > 4 else "")
 
 
 def _gpu_line(
