@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from tests.e2e.clients import GOLDEN, REPO, Helm, Kubectl, Run, assert_golden, kubectl_binary, normalise
-from tests.e2e.conftest import Env, gpu_pod, plain_pod
+from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod, plain_pod
 from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, NAMESPACE, POOL_LABEL, WEBHOOK_SA, Guard, until
 from tests.manifests.chart import render_objects, render_templates
 from vgpu_guard.cli.documents import parse_documents
@@ -124,6 +124,35 @@ def _judged_together(path: str) -> bool:
     server); their dry run differs from the real apply by design, and both are golden files."""
     kinds = [str(d.get("kind")) for d in yaml.safe_load_all((REPO / path).read_text()) if d]
     return kinds.count("Queue") > 1
+
+
+# -- a vGPU pod left to kube-scheduler while Volcano schedules vGPU pods (issue 43 item 9) ---------
+@pytest.mark.parametrize("setting", ["", "volcano"], ids=["warned", "admission.schedulerName"])
+async def test_kubectl_apply_of_a_vgpu_pod_naming_no_scheduler_in_volcano_mode(
+    env: Env, kubectl: Kubectl, tmp_path: Path, setting: str
+) -> None:
+    """The webhook as a Volcano user runs it (routing off). A vGPU pod file without
+    ``schedulerName`` was admitted without a word, and kube-scheduler would bind it with no GPU
+    assignment; kubectl now prints the warning with the fix, or, with ``admission.schedulerName:
+    volcano``, what was set. The stored pod shows which scheduler it was left to (on the project's
+    control plane kube-scheduler runs, and binds the warned pod with no GPU assignment)."""
+    await env.guard.processes[WEBHOOK_0].stop()
+    overrides = {"VGPU_GUARD__SCHEDULING__ROUTING": "false"}
+    if setting:
+        overrides["VGPU_GUARD__ADMISSION__SCHEDULER_NAME"] = setting
+    # One identity per setting: the harness keeps a process (and its environment) by identity.
+    await env.guard.ensure("webhook", "e2e-webhook-volcano" + (f"-{setting}" if setting else ""), overrides)
+    pod = gpu_pod("forgot-scheduler", 1000, pool="seed-000")
+    del pod["spec"]["schedulerName"]
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    applied = await kubectl("apply", "-n", env.ns, "-f", str(path))
+    name = "apply-no-scheduler-volcano-mode" + ("-set" if setting else "") + ".txt"
+    assert_golden(name, normalise(transcript(applied, env), {str(path): "pod.yaml"}))
+    stored = await kubectl(
+        "get", "pod", "forgot-scheduler", "-n", env.ns, "-o", "jsonpath={.spec.schedulerName}"
+    )
+    assert stored.stdout == (setting or "default-scheduler"), stored.transcript()
 
 
 # -- what kubectl shows of our objects -------------------------------------------------------------
