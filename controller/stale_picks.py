@@ -89,7 +89,11 @@ def _messages(pick: StalePick) -> tuple[str, str, str]:
         f"{pick.devices} vGPU(s) with the oldest {VGPU_TIME} among the pods whose {VGPU_NODE} is the "
         f"node and whose {DEVICES_TO_ALLOCATE} holds that many devices"
     )
-    times = f"{VGPU_TIME} {stale.vgpu_time} is older than {bound.vgpu_time}"
+    times = (
+        f"{VGPU_TIME} {stale.vgpu_time} is older than {bound.vgpu_time}"
+        if stale.vgpu_time != bound.vgpu_time
+        else f"{VGPU_TIME} {stale.vgpu_time} on both, and the plugin's tie-break takes pod {stale.key}"
+    )
     fix = remedy(pick)
     on_stale = (
         f"{rule}: when pod {bound.key}, bound there, starts, its container gets this pod's assignment "

@@ -305,7 +305,7 @@ def test_a_lapsed_hold_counts_for_nothing_and_goes_with_the_next_write() -> None
 
 
 def test_a_holder_with_two_containers_on_the_card_is_named_once_and_says_volcano_counts_it_once() -> None:
-    """Issue 43 item 5: Volcano >= 1.12 counts a pod's use of a card once; the ledger counts both
+    """Issue 43 item 5: Volcano 1.12.x and >= 1.15 count a pod's use of a card once; the ledger counts both
     containers (what the device plugin hands out). The refusal says why Volcano thinks it free."""
     pair = Allocation(
         "uid-pair",
@@ -319,6 +319,6 @@ def test_a_holder_with_two_containers_on_the_card_is_named_once_and_says_volcano
     refused = decide(binding("GPU-gpu-0-7,NVIDIA,16384,0:;"), request("big", 16384), ledger)
     assert isinstance(refused, Refused)
     assert (
-        "(held by default/pair (2 containers, counted once by Volcano >= 1.12))"
+        "(held by default/pair (2 containers, counted once by Volcano 1.12, >= 1.15))"
         in refused.violations[0].message
     )

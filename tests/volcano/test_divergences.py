@@ -63,12 +63,16 @@ async def test_a_discarded_gang_leaves_its_assignments_on_pending_pods_until_1_1
         assert sorted(held[:2]) == ["GPU-gang-0-0,NVIDIA,16384,0:", "GPU-gang-0-1,NVIDIA,16384,0:"]
 
 
-@pytest.mark.parametrize(("release", "placed"), [("1.12", True), ("1.16", True), ("1.11", False)])
-async def test_a_pod_with_two_containers_on_one_card_is_counted_once_from_1_12(
+@pytest.mark.parametrize(
+    ("release", "placed"),
+    [("1.12", True), ("1.15", True), ("1.16", True), ("1.11", False), ("1.13", False), ("1.14", False)],
+)
+async def test_a_pod_with_two_containers_on_one_card_is_counted_once_in_1_12_and_from_1_15(
     release: str, placed: bool
 ) -> None:
-    """(b) pair holds 16 GiB of the 24 GiB card in two containers; from v1.12.0 the cache counts
-    8 GiB and sends the 16 GiB pod to the card, v1.10/v1.11 count both and do not."""
+    """(b) pair holds 16 GiB of the 24 GiB card in two containers; v1.12.x and from v1.15.0 the
+    cache counts 8 GiB and sends the 16 GiB pod to the card; v1.10/v1.11 (AddResource) and
+    v1.13/v1.14 (hami-core AddPod counts every call) count both and do not."""
     cluster = Cluster()
     _load(cluster, "two-containers-one-card.yaml")
     record = await _volcano(cluster, release).session()

@@ -151,6 +151,7 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
         "queues": _queues(result),
         "queue_totals": _totals(result),
         "violations": list(result.violations),
+        "controller_warnings": list(result.warnings),
     }
 
 
@@ -373,6 +374,11 @@ def _gpus_text(result: SimulationResult) -> list[str]:
         lines += [f"    {v}" for v in result.violations]
     else:
         lines.append("  No GPU holds more than its memory, cores or slices.")
+    if result.warnings:
+        # What vgpu-guard's controller warned about (its Warning Events), e.g. the device plugin's
+        # stale pick: shown here because it is about what the GPUs will be handed.
+        lines.append("  VGPU-GUARD WARNINGS (the controller's Warning Events):")
+        lines += [f"    {w}" for w in result.warnings]
     return lines
 
 

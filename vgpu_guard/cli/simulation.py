@@ -73,6 +73,7 @@ from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import (
     CRDS,
+    EVENTS,
     GANG_PLACEMENTS,
     HYPERNODES,
     LEDGERS,
@@ -236,6 +237,9 @@ class SimulationResult:
     # Broken GPU invariants after settling (over capacity, overlapping MIG slots): empty is the point.
     violations: tuple[str, ...] = ()
     memory_factor: int = 1
+    # What vgpu-guard's controller warned about on the way, one line per object and reason: e.g.
+    # the device plugin's stale pick (DevicePluginStalePick) a discarded 1.10-1.15.0 session leaves.
+    warnings: tuple[str, ...] = ()
 
 
 def confirm_allocations(store: Store) -> int:
@@ -714,6 +718,22 @@ async def run_simulation(
         passes=passes,
         violations=_violations(run, view),
         memory_factor=config.nvidia.gpu_memory_factor,
+        warnings=_controller_warnings(run),
+    )
+
+
+def _controller_warnings(run: _Run) -> tuple[str, ...]:
+    """The Warning Events of vgpu-guard's controller in the store, once per object and reason (the
+    last message), as ``kubectl get events --field-selector type=Warning`` would list them."""
+    last: dict[tuple[str, str, str], str] = {}
+    for event in run.store.list(EVENTS).items:
+        if event.get("type") != "Warning" or event.get("reportingComponent") != "vgpu-guard":
+            continue
+        involved = event.get("involvedObject") or {}
+        name = "/".join(p for p in (involved.get("namespace"), involved.get("name")) if p)
+        last[(str(involved.get("kind")), name, str(event.get("reason")))] = str(event.get("message"))
+    return tuple(
+        f"{kind} {name}: {reason}: {message}" for (kind, name, reason), message in sorted(last.items())
     )
 
 

@@ -119,12 +119,13 @@ def _refused(written: WrittenAssignment, *messages: str) -> Refused:
 def _holders(pods: list[str]) -> str:
     """The pods holding a GPU, by name (not ledger order, which is the order writes landed in), a
     pod once however many of its containers are on the card. One with several says so: Volcano
-    >= 1.12 counts a pod's use of a card once (``GPUDevices.addResource`` -> ``Sharing.AddPod``
-    returns early for a pod already in the card's ``PodMap``; pkg/scheduler/api/devices/nvidia/
-    vgpu/device_info.go, hamicore.go), so it thinks the rest free and may keep choosing the card."""
+    1.12.x and >= 1.15.0 count a pod's use of a card once (``GPUDevices.addResource`` ->
+    ``Sharing.AddPod`` returns early for a pod already in the card's ``PodMap``; pkg/scheduler/api/
+    devices/nvidia/vgpu/device_info.go, hamicore.go; 1.13-1.14's hami-core counts every container),
+    so it thinks the rest free and may keep choosing the card."""
     counts = Counter(pods)
     named = [
-        f"{p} ({n} containers, counted once by Volcano >= 1.12)" if n > 1 else p
+        f"{p} ({n} containers, counted once by Volcano 1.12, >= 1.15)" if n > 1 else p
         for p, n in sorted(counts.items())
     ]
     shown = ", ".join(named[:4])

@@ -12,10 +12,11 @@ a pod refused ``STUCK_REFUSALS`` times within ``STUCK_WINDOW_SECONDS`` gets one 
   It goes when its hold ends (``reservedAt + arbiter.unboundReleaseSeconds``).
 - **vgpu-guard's controller** (``committed``, not ``admitted``, pod unbound): routing on, the
   controller reserved before its Binding; Volcano sees the pod once bound.
-- **a pod with two containers on the card**: Volcano >= 1.12 counts a pod's use of one card once
-  (``GPUDevices.addResource`` -> ``Sharing.AddPod`` returns early for a pod already in the card's
-  ``PodMap``, pkg/scheduler/api/devices/nvidia/vgpu/{device_info,hamicore}.go), the ledger counts
-  both containers (what the device plugin hands out): Volcano thinks the rest free.
+- **a pod with two containers on the card**: Volcano 1.12.x and >= 1.15.0 count a pod's use of one
+  card once (``GPUDevices.addResource`` -> ``Sharing.AddPod`` returns early for a pod already in the
+  card's ``PodMap``, pkg/scheduler/api/devices/nvidia/vgpu/{device_info,hamicore}.go; 1.13-1.14's
+  hami-core counts each), the ledger counts both containers (what the device plugin hands out):
+  Volcano thinks the rest free.
 - anything else is a bound pod Volcano counts from its annotation: Volcano is catching up.
 """
 

@@ -5,7 +5,9 @@ From Volcano's source (pkg/scheduler/api/devices/nvidia/vgpu/device_info.go, at 
 - ``AddResource`` when a pod on a node enters the cache (api/node_info.go ``addResource``):
   v1.10/v1.11 add every device of every container, so a pod whose two containers share a card
   counts twice there; v1.12.0+ call ``Sharing.AddPod`` per device, which counts a UID once per
-  card (issue 43's (b): the second container's memory is not counted).
+  card (issue 43's (b): the second container's memory is not counted) in v1.12.x and from
+  v1.15.0, and, in hami-core mode, every call in v1.13.x and v1.14.x (hamicore.go ``AddPod`` of
+  those tags creates the ``PodMap`` entry when missing and counts on; MIG's returns early in all).
 - ``Allocate``'s own bookkeeping in the session, after the fit has already added the numbers to
   the session's cards (``TryAddPod`` on them, not on a copy): v1.12.0/v1.13 then call
   ``addResource`` with the new annotations, adding the pod a second time; v1.14.0+ only put the
@@ -63,6 +65,7 @@ def add_resource(
                     device=device.uuid,
                     mode=node.mode,
                     factor=factor,
+                    every_call=version.minor in (13, 14),
                 )
 
 

@@ -106,10 +106,27 @@ def _mig_memory(card: Card, name: str) -> int:
 
 
 def add_pod(
-    card: Card, memory: int, cores: int, *, uid: str, group: str, device: str, mode: str, factor: int
+    card: Card,
+    memory: int,
+    cores: int,
+    *,
+    uid: str,
+    group: str,
+    device: str,
+    mode: str,
+    factor: int,
+    every_call: bool = False,
 ) -> None:
     """``AddPod``: count the pod on the card unless its UID is already there; ``group`` is the pod's
-    PodGroup key, which device_info.go ``addResource`` records beside it."""
+    PodGroup key, which device_info.go ``addResource`` records beside it. ``every_call``: hami-core's
+    ``AddPod`` of v1.13.x and v1.14.x (hamicore.go) only creates the ``PodMap`` entry when missing and
+    counts every call, so a pod's second container on the card is counted there; v1.12.x and
+    v1.15.0+ return early, as MIG's does in every release."""
+    if uid in card.pods and every_call and mode != "mig":
+        mem, used_cores, _ = card.pods[uid]
+        card.pods[uid] = (mem + memory, used_cores + cores, group)
+        card.use(1, memory, cores)
+        return
     if uid in card.pods:
         return
     if mode == "mig":
