@@ -1,6 +1,6 @@
 """Two vGPU containers Volcano may put on one card, whose use its cache counts once (issue 43 item 5).
 
-From v1.12 Volcano's ``AddPod`` counts a card once per pod UID (hamicore.go, mig.go): the second
+Volcano 1.12.x and >= 1.15.0 (hami-core), 1.12+ (MIG) ``AddPod`` count a card once per pod UID: the second
 container's memory, cores and slot vanish from its cache while the ledger counts them, so Volcano
 keeps sending a third pod the card cannot hold. The mutating webhook warns such a pod at admission
 (only where multiContainer lets it in at all).

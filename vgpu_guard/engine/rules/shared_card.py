@@ -8,13 +8,14 @@ one off a card an earlier one took. So two containers land on one card whenever 
 free split slot each, memory for both, cores summing to at most 100 and neither exclusive (100
 cores wants an empty card; 0 cores is refused on a card at 100).
 
-Its cache then counts that card once per pod. From v1.12.0 ``GPUDevices.addResource``
-(device_info.go) hands each container's device to ``Sharing.AddPod``, and both sharing modes'
-``AddPod`` (hamicore.go ``HAMICoreFactory``, mig.go ``MIGFactory``; unchanged through v1.15.1)
-return at once when the pod's UID is already in the card's ``PodMap``: the second container's
-memory, cores and slot (in MIG mode its instance) are not counted. v1.10-v1.11 ``AddResource``
-charged every container. The ledger counts both, which is what the device plugin hands out, so
-the arbiter refuses the pods Volcano then sends to the card it thinks free, session after session.
+Its cache may then count that card once per pod. From v1.12.0 ``GPUDevices.addResource``
+(device_info.go) hands each container's device to ``Sharing.AddPod``, and MIG's ``AddPod`` (mig.go
+``MIGFactory``) in every release, hami-core's (hamicore.go ``HAMICoreFactory``) in v1.12.x and from
+v1.15.0, return at once when the pod's UID is already in the card's ``PodMap``: the second
+container's memory, cores and slot (in MIG mode its instance) are not counted. v1.10-v1.11
+``AddResource`` and v1.13-v1.14's hami-core ``AddPod`` charged every container. The ledger counts
+both, which is what the device plugin hands out, so the arbiter refuses the pods Volcano then sends
+to the card it thinks free, session after session.
 
 The webhook does not know Volcano's release, so the pod is warned on every release. It is warned
 only when some card of the cluster, empty, takes two of its containers under Volcano's per-card
