@@ -335,6 +335,17 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
     del pods
     ledgers.clear()  # handed over: the FeedClient holds the only reference to each text
     registry = CollectorRegistry()
+    # Whole-fleet rebuilds, counted at World.resync(None) itself so that a build without
+    # vgpu_guard_allocator_rebuilds_total (before issue 44) is measured the same way.
+    from vgpu_guard.controller.world import World
+
+    rebuilds, resync = [0], World.resync
+
+    def counted(self: World, nodes: set[str] | None = None) -> None:
+        rebuilds[0] += nodes is None
+        resync(self, nodes)
+
+    World.resync = counted  # type: ignore[method-assign]
     start = time.perf_counter()
     task = asyncio.ensure_future(
         run_controller(cast(ClusterClient, client), load_config(env={}), identity="bench",
@@ -377,20 +388,13 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
         with contextlib.suppress(BaseException):
             await task
     peak = peak_rss_mb()
-    rebuilds = sum(
-        sample.value
-        for metric in registry.collect()
-        if metric.name == "vgpu_guard_allocator_rebuilds"
-        for sample in metric.samples
-        if sample.name.endswith("_total")
-    )
     return {
         "restart_to_first_bind_s": round(restart, 2),
         "rates": rows,
         "peak_rss_mb": round(peak),
         "arbiter_writes": arbiter_written,
         "conflicts": client.conflicts_answered,
-        "allocator_rebuilds": rebuilds,
+        "allocator_rebuilds": rebuilds[0],
     }
 
 
