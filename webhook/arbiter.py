@@ -224,7 +224,7 @@ class Arbiter:
                 holds=holds,
             )
 
-        raw = view.ledgers.get(written.node)
+        raw = view.ledger(written.node)
         try:
             cached = decode_ledger(raw) if raw is not None else NodeLedger(node=written.node)
         except LedgerError as e:
