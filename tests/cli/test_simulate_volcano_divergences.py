@@ -95,3 +95,18 @@ def test_the_device_plugins_stale_pick_shows_in_simulate(release: str, reported:
     assert all("remove the assignment from pod default/trio-1" in w for w in stale)
     text = to_text(result)
     assert "VGPU-GUARD WARNINGS (the controller's Warning Events):" in text
+
+
+def test_a_uuid_registered_twice_is_two_cards_to_volcano_and_none_to_the_arbiter() -> None:
+    """(c) Volcano reads health "True" as healthy (ParseBool) and keeps a UUID listed twice as two
+    cards, so its binpack sends both pods to the duplicated card; the arbiter holds that card to no
+    assignment (the ledger counts by UUID and cannot tell which record is the card) and says why,
+    naming both records, while the node's other card stays usable."""
+    pods = _run("registration-parsing.yaml", "1.16")
+    for name in ("first", "second"):
+        phase, reason = pods[name]
+        assert phase == "Pending"
+        assert (
+            "GPU GPU-dup-0-0 on node dup-0 is registered twice in volcano.sh/node-vgpu-register (records 1 and 2)"
+            in str(reason)
+        )
