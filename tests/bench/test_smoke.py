@@ -23,6 +23,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("controller_scale_bench.py", "restart to first bind"),
         ("controller_scale_bench.py --api-shaped", "pods as kube-apiserver returns them"),
         ("ghost_entries_bench.py", "| 200 |"),
+        ("webhook_fleet_bench.py", "node churn (N/10 status/s)"),
+        ("controller_scale_bench.py --arbiter-rate 20", "whole-fleet rebuilds"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
@@ -31,7 +33,7 @@ def test_smoke(script: str, expect: str) -> None:
         [sys.executable, str(BENCH / name), "--smoke", *flags],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
