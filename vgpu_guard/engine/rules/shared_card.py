@@ -24,7 +24,7 @@ containers cannot share a card (exclusive cores, cores over 100 together, memory
 card) is placed on separate cards and counted right.
 
 Cost: cards differing only in UUID fit alike, so the fleet is judged by its distinct kinds of
-card, found once per ``ClusterView`` (``_kinds``: 40,000 cards of 5,000 nodes are read in a few
+card, found once per fleet of nodes (``_kinds``: 40,000 cards of 5,000 nodes are read in a few
 ms, then every later pod judged against that view pays for the handful of kinds only). A pod that
 names card UUIDs (``volcano.sh/vgpu-use-gpuuuid``, ``vgpu-nouse-gpuuuid``: rare) walks the fleet to judge
 the named cards apart from the kinds.
@@ -40,7 +40,7 @@ from typing import Any
 
 from vgpu_guard.engine.card_fit import Delta, fit
 from vgpu_guard.engine.card_index import Card
-from vgpu_guard.engine.cluster import ClusterView
+from vgpu_guard.engine.cluster import ClusterView, FleetFacts
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import GpuDevice, Mode
 from vgpu_guard.engine.ledger import DeviceGrant
@@ -57,11 +57,12 @@ _Representatives = Mapping[_Kind, tuple[str, GpuDevice]]
 
 @dataclass(slots=True)
 class _Memo:
-    """The kinds of the last view asked about. Views are immutable and shared by every request
-    until a cache changes, so one slot serves a burst of reviews; a weak reference, so a view the
-    webhook dropped is not kept alive for it."""
+    """The kinds of the last fleet asked about, keyed by the view's ``FleetFacts``: the webhook's
+    cache hands the same facts object to every view of the same nodes (kube/view_cache.py), so a
+    ledger or PodGroup change, or a Node heartbeat, does not make the next review walk the fleet
+    again; a weak reference, so facts the webhook dropped are not kept alive for it."""
 
-    view: weakref.ref[ClusterView] | None = None
+    fleet: weakref.ref[FleetFacts] | None = None
     kinds: _Representatives = field(default_factory=dict)
 
 
@@ -69,8 +70,9 @@ _LAST = _Memo()
 
 
 def _kinds(view: ClusterView) -> _Representatives:
-    """One (node, card) per kind of healthy card in the view, computed once per view."""
-    if _LAST.view is not None and _LAST.view() is view:
+    """One (node, card) per kind of healthy card in the view, computed once per fleet."""
+    fleet = view.facts
+    if _LAST.fleet is not None and _LAST.fleet() is fleet:
         return _LAST.kinds
     kinds: dict[_Kind, tuple[str, GpuDevice]] = {
         (gpu.type, gpu.memory, gpu.split_count, gpu.mode, node.mode): (node.name, gpu)
@@ -78,7 +80,7 @@ def _kinds(view: ClusterView) -> _Representatives:
         for gpu in node.gpus
         if gpu.healthy
     }
-    _LAST.view, _LAST.kinds = weakref.ref(view), kinds
+    _LAST.fleet, _LAST.kinds = weakref.ref(fleet), kinds
     return kinds
 
 
