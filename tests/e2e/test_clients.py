@@ -147,7 +147,7 @@ async def test_kubectl_apply_of_a_vgpu_pod_naming_no_scheduler_in_volcano_mode(
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(pod))
     applied = await kubectl("apply", "-n", env.ns, "-f", str(path))
-    name = "apply-no-scheduler-volcano-mode" + ("-set" if setting else "") + ".txt"
+    name = "volcano-mode-no-scheduler" + ("-set" if setting else "") + ".txt"
     assert_golden(name, normalise(transcript(applied, env), {str(path): "pod.yaml"}))
     stored = await kubectl(
         "get", "pod", "forgot-scheduler", "-n", env.ns, "-o", "jsonpath={.spec.schedulerName}"
