@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vgpu_guard.engine.rules.catalog import RULES
+from vgpu_guard.engine.rule_catalog import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 

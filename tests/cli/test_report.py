@@ -17,7 +17,7 @@ from tests.builders import gpu_node, pod
 from tests.cli.policyreport_schema import POLICY_REPORT_SCHEMA
 from vgpu_guard.cli.app import run
 from vgpu_guard.cli.policy_report import report_name
-from vgpu_guard.engine.rules.catalog import RULES
+from vgpu_guard.engine.rule_catalog import RULES
 from vgpu_guard.engine.rules.families import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]

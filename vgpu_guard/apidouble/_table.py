@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._copies import StoredCopies
@@ -25,10 +25,20 @@ from vgpu_guard.apidouble._types import TypeInfo
 from vgpu_guard.apidouble._values import Obj, deep_copy, meta_of
 from vgpu_guard.kube.resources import Resource
 
-if TYPE_CHECKING:
-    from vgpu_guard.apidouble._watches import Watch
 
-__all__ = ["EVENTS", "EventType", "ObjectTable", "key_of", "to_storage"]
+class Watcher(Protocol):
+    """What the table and its controllers need of a watch (``_watches.Watch``): its type, to be
+    offered each change, and to be closed when its resource goes. A protocol here, not an import,
+    so the table stays below the watches (no circle)."""
+
+    info: TypeInfo
+
+    def offer(self, etype: EventType, stored: Obj, prev: Obj | None, *, current: bool = True) -> None: ...
+
+    def close(self) -> None: ...
+
+
+__all__ = ["EVENTS", "EventType", "ObjectTable", "Watcher", "key_of", "to_storage"]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 EVENTS = ("", "events")
@@ -56,7 +66,7 @@ class ObjectTable:
         self.types: dict[_Key, TypeInfo] = {}  # by (group, plural) of the API
         self.objects: dict[_Key, dict[_Key, Obj]] = {}
         self.history: dict[_Key, _History] = {}
-        self.watchers: dict[_Key, set[Watch]] = {}
+        self.watchers: dict[_Key, set[Watcher]] = {}
         self._random = random.Random(seed)
         self._copies = StoredCopies(deep_copy)
         # (expiry, resourceVersion, key) per Event write; an entry whose version is no longer the
@@ -178,7 +188,7 @@ class ObjectTable:
         for w in list(self.watchers[info.key]):
             w.offer(etype, obj, prev)
 
-    def unwatch(self, w: Watch) -> None:
+    def unwatch(self, w: Watcher) -> None:
         self.watchers.get(w.info.key, set()).discard(w)
 
     def expire_events(self) -> int:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from vgpu_guard.engine.quantity import QuantityError, parse_quantity
-from vgpu_guard.engine.rules.catalog import RULES
+from vgpu_guard.engine.rule_catalog import RULES
 
 __all__ = [
     "DEFAULT_SCHEDULER",

@@ -3,6 +3,9 @@
 The ids appear first in every denial (``[rule-id] field: value why; fix``), are the keys of
 ``admission.rules`` in the config (enforce | warn | audit), and label the audit log. README's rule
 table is generated from this catalogue, so the documentation cannot drift from the code.
+
+A module of the core, not of ``engine.rules``: the config validates ``admission.rules`` against it,
+and the config sits below the rules (a rule reads the config; the config reads no rule).
 """
 
 from __future__ import annotations
