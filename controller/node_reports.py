@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vgpu_guard.controller.events import Events
-from vgpu_guard.controller.metrics import AllocationMetrics, LedgerSnapshot
+from vgpu_guard.controller.metrics import AllocationMetrics, GpuRow, LedgerSnapshot, gpu_rows
 from vgpu_guard.controller.unwritable import Unwritable
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
@@ -81,6 +81,10 @@ class NodeReports:
         # Node -> the registration problem last reported.
         self._registration_reported: dict[str, str] = {}
         self._view: ClusterView | None = None
+        # The metrics snapshot's parts, kept by the change: each node's GPU rows (nodes with GPUs
+        # and a readable registration), and the nodes whose registration does not parse.
+        self._rows: dict[str, tuple[GpuRow, ...]] = {}
+        self._bad_registrations: set[str] = set()
 
     async def violations(
         self,
@@ -100,6 +104,10 @@ class NodeReports:
                 self._gone_reported.discard(name)
             if info is not None:
                 await self._registration(name, info, nodes)
+            if info is not None and info.gpu_problem is not None and not info.gpus:
+                self._bad_registrations.add(name)
+            else:
+                self._bad_registrations.discard(name)
             if info is None or (not info.gpus and not ledger.allocations):
                 # Gone, or a CPU node with nothing reserved: no series of its own (an autoscaled
                 # fleet's churn must not leave one per node that ever changed).
@@ -211,17 +219,21 @@ class NodeReports:
         now = time.monotonic()
         if self._view is None or not self._snapshot_stale or now - self._snapshot_at < self.snapshot_seconds:
             return
-        factor = self.config.nvidia.gpu_memory_factor
         # A node can go in a pass that ends early (after a release it writes), whose changes the
         # next pass no longer sees: what the view no longer holds is dropped here, as rarely as
         # the snapshot is rebuilt.
         for name in [n for n in self._counts if n not in self._view.nodes]:
             self._forget_node(name, gone=True)
-        self.metrics.ledgers.snapshot = LedgerSnapshot.of(self._view.nodes, self._usage, self._counts, factor)
+        self.metrics.ledgers.snapshot = LedgerSnapshot(
+            dict(self._rows), dict(self._counts), tuple(sorted(self._bad_registrations))
+        )
         self._snapshot_at, self._snapshot_stale = now, False
 
     def _forget_node(self, name: str, *, gone: bool) -> None:
         self._usage.pop(name, None)
+        self._rows.pop(name, None)
+        if gone:
+            self._bad_registrations.discard(name)
         self._counts.pop(name, None)
         self._reported_violations.pop(name, None)
         if gone:
@@ -233,6 +245,11 @@ class NodeReports:
         self, name: str, info: NodeInfo, ledger: NodeLedger, nodes: Mapping[str, Obj], factor: int
     ) -> None:
         self._usage[name] = gpu_usage(ledger.allocations.values())
+        rows = gpu_rows(name, info, self._usage[name], factor)
+        if rows:
+            self._rows[name] = rows
+        else:
+            self._rows.pop(name, None)
         violations = check_invariants(ledger, info, memory_factor=factor, usage=self._usage[name])
         self._counts[name] = len(violations) + len(self.repaired.get(name, ()))
         messages = frozenset(v.message for v in violations)

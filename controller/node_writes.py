@@ -85,10 +85,16 @@ class NodeWrites:
         """
         self._node_objs = nodes
         known = self.world.view.nodes.keys()
-        self._summary_due |= changed_nodes & self._seen
-        self._seen = (self._seen | changed_nodes) & known
-        for name in changed_nodes - known:
-            self.unwritable.forget(name)  # a node that is gone has nothing to retry
+        # By the change only (issue 44): a pass touches the nodes that changed, never the fleet.
+        for name in changed_nodes:
+            if name not in known:
+                self._seen.discard(name)
+                self._summary_due.discard(name)
+                self.unwritable.forget(name)  # a node that is gone has nothing to retry
+            elif name in self._seen:
+                self._summary_due.add(name)
+            else:
+                self._seen.add(name)
 
     async def write(self, writes: Mapping[str, Write]) -> dict[str, KubeError]:
         """CAS-write each node's ledger (all at once, bounded); returns the nodes whose write failed
