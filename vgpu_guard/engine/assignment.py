@@ -274,14 +274,7 @@ def hold_larger(
             _raise_device(target, d, memory_factor, findings)
     if not findings:
         return entry, []
-    if entry.containers:
-        grants = tuple(
-            ContainerGrant(index=c.index, name=c.name, devices=tuple(devices))
-            for c, devices in zip(entry.containers, containers, strict=True)
-        )
-    else:
-        grants = (ContainerGrant(index=0, name="", devices=tuple(containers[0])),)
-    return replace(entry, containers=grants), findings
+    return _with_devices(entry, containers), findings
 
 
 def _raise_device(
@@ -294,22 +287,10 @@ def _raise_device(
         return  # more than any GPU has: reported by the decoder's caller, never held
     at = next((i for i, g in enumerate(target) if g.uuid == d.uuid), None)
     if at is None:
-        mig = (
-            MigSlot(group=d.mig_group, profile="", position=d.mig_position)
-            if d.mig_group is not None and d.mig_position is not None
-            else None
-        )
-        target.append(DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig))
-        findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
+        target.append(_new_grant(d, memory, findings))
         return
     grant = target[at]
-    if (
-        grant.mig is not None
-        and (grant.mig.group, grant.mig.position) == (d.mig_group, d.mig_position)
-        and grant.mig.profile
-    ):
-        # The same MIG instance: the slices are what is held, and the annotation may carry
-        # the configured template memory, larger than the real slice (mig-profiles.md).
+    if _same_mig_instance(grant, d):
         memory = grant.memory
     if memory > grant.memory or d.cores > grant.cores:
         findings.append(
@@ -321,6 +302,30 @@ def _raise_device(
             cores=max(d.cores, grant.cores),
             mig=grant.mig,
         )
+
+
+def _new_grant(d: DecodedDevice, memory: int, findings: list[str]) -> DeviceGrant:
+    """A device the annotation names and the entry lacks, added (its MIG instance as decoded)."""
+    mig = (
+        MigSlot(group=d.mig_group, profile="", position=d.mig_position)
+        if d.mig_group is not None and d.mig_position is not None
+        else None
+    )
+    findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
+    return DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig)
+
+
+def _with_devices(entry: Allocation, devices: Sequence[Sequence[DeviceGrant]]) -> Allocation:
+    """``entry`` holding ``devices`` per container, at the same positions (one unnamed container
+    when the entry had none)."""
+    if entry.containers:
+        grants = tuple(
+            ContainerGrant(index=c.index, name=c.name, devices=tuple(held))
+            for c, held in zip(entry.containers, devices, strict=True)
+        )
+    else:
+        grants = (ContainerGrant(index=0, name="", devices=tuple(devices[0])),)
+    return replace(entry, containers=grants)
 
 
 def _same_mig_instance(grant: DeviceGrant, d: DecodedDevice) -> bool:
@@ -340,13 +345,7 @@ def _exact_device(
     memory = d.memory * memory_factor
     grant = next((g for g in held if g.uuid == d.uuid), None)
     if grant is None:
-        mig = (
-            MigSlot(group=d.mig_group, profile="", position=d.mig_position)
-            if d.mig_group is not None and d.mig_position is not None
-            else None
-        )
-        findings.append(f"{d.uuid}: ledger none < assignment {memory} MiB/{d.cores}%")
-        return DeviceGrant(uuid=d.uuid, memory=memory, cores=d.cores, mig=mig)
+        return _new_grant(d, memory, findings)
     if _same_mig_instance(grant, d):
         memory = grant.memory
     if (memory, d.cores) == (grant.memory, grant.cores):
@@ -396,11 +395,4 @@ def held_exactly(
         )
     if not findings:
         return entry, []
-    if entry.containers:
-        grants = tuple(
-            ContainerGrant(index=c.index, name=c.name, devices=tuple(devices))
-            for c, devices in zip(entry.containers, wanted, strict=True)
-        )
-    else:
-        grants = (ContainerGrant(index=0, name="", devices=tuple(wanted[0])),)
-    return replace(entry, containers=grants), findings
+    return _with_devices(entry, wanted), findings
