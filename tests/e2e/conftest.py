@@ -16,6 +16,7 @@ the processes, the chart's objects and the nodes), each story's in its fixture.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tests.e2e.harness import (
     Backend,
     ClusterBackend,
     DoubleBackend,
+    GpuNode,
     Guard,
     background,
     create_nodes,
@@ -246,3 +248,16 @@ async def env(guard: Guard) -> AsyncIterator[Env]:
             for proc in guard.processes.values():
                 print(f"----- {proc.identity} (last lines) -----\n{proc.tail(3000)}")
             await api.close()
+
+
+@contextlib.asynccontextmanager
+async def story_nodes(env: Env, *specs: GpuNode) -> AsyncIterator[None]:
+    """A story's own GPU nodes, Ready, gone with their ledgers afterwards. One second for the
+    webhook's node cache to take them in: a write before that is refused ("registers no vGPU
+    devices"), never let through."""
+    try:
+        await create_nodes(env.api, specs)
+        await asyncio.sleep(1)
+        yield
+    finally:
+        await delete_nodes(env.api, specs)

@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -677,8 +677,13 @@ class GpuNode:
     cpu: str = "16"
     ib_cluster: str = ""
     capacity: bool = False
+    # The registration as written, when a story needs one the plugin would not write ("True"
+    # health, a UUID twice); else it is derived from ``gpus``.
+    registration: str = ""
 
     def register(self) -> str:
+        if self.registration:
+            return self.registration
         return "".join(f"{u},10,{m},{t},true,{mode}:" for u, m, t, mode in self.gpus)
 
     def node(self) -> Obj:
@@ -736,16 +741,18 @@ NODE_SET = (
 )
 
 
-async def create_nodes(admin: AioClusterClient) -> None:
+async def create_nodes(admin: AioClusterClient, specs: Sequence[GpuNode] = NODE_SET) -> None:
     now = datetime.now(UTC)
-    for spec in NODE_SET:
+    for spec in specs:
         with contextlib.suppress(AlreadyExists):
             await admin.create(NODES, spec.node())
         await admin.patch(NODES, spec.name, spec.status(now), subresource="status")
 
 
-async def delete_nodes(admin: AioClusterClient) -> None:
-    for spec in NODE_SET:
+async def delete_nodes(admin: AioClusterClient, specs: Sequence[GpuNode] = NODE_SET) -> None:
+    """The nodes and their ledgers (a ledger outlives its node: the controller keeps it while pods
+    hold GPUs there)."""
+    for spec in specs:
         with contextlib.suppress(NotFound):
             await admin.delete(NODES, spec.name)
         with contextlib.suppress(NotFound):

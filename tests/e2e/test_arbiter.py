@@ -10,22 +10,20 @@ from our ledger.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod
+from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod, story_nodes
 from tests.e2e.harness import EVENTS_V1, GpuNode, until
 from tests.e2e.volcano import Binder, Device, Version, volcano_client
 from vgpu_guard.kube.aio import AioClusterClient
-from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODS
+from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.resources import PODS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -125,23 +123,6 @@ MEMORY = (4096, 8192, 12288)
 PODS_EACH = 500  # placed by both binders: 1,000 assignments
 
 
-@contextlib.asynccontextmanager
-async def arbiter_nodes(env: Env) -> AsyncIterator[None]:
-    """20 two-card nodes of their own, gone (with their ledgers) after the story."""
-    now = datetime.now(UTC)
-    try:
-        for spec in ARBITER_NODES:
-            await env.api.create(NODES, spec.node())
-            await env.api.patch(NODES, spec.name, spec.status(now), subresource="status")
-        yield
-    finally:
-        for spec in ARBITER_NODES:
-            with contextlib.suppress(NotFound):
-                await env.api.delete(NODES, spec.name)
-            with contextlib.suppress(NotFound):
-                await env.api.delete(LEDGERS, spec.name)
-
-
 async def place_all(binder: Binder, pods: list[Obj], rng: random.Random) -> tuple[int, int]:
     """Every pod to a random card of a random node, believing every card empty (a stale cache),
     16 bindings in flight at a time as a session's go out. Returns (bound, refused)."""
@@ -169,7 +150,7 @@ async def test_1000_concurrent_assignments_from_two_stale_binders_never_overcomm
     own annotations claim, and once the controller has caught up no ledger entry is left for a pod
     that is not bound to that entry's node."""
     rng = random.Random(35)
-    async with arbiter_nodes(env):
+    async with story_nodes(env, *ARBITER_NODES):
         await asyncio.sleep(1)  # the webhook's node cache (a refusal for an unknown node is safe anyway)
         pods = []
         for i in range(PODS_EACH):
@@ -261,7 +242,7 @@ async def test_a_64_pod_gang_bound_at_once_onto_8_nodes_all_binds(
     process = env.guard.processes[VOLCANO_MODE]
     written = '{result="written",writer="arbiter"}'
     conflict = '{result="conflict",writer="arbiter"}'
-    async with arbiter_nodes(env):
+    async with story_nodes(env, *ARBITER_NODES):
         await asyncio.sleep(1)  # the webhook's node cache
         pods = [(await env.create(PODS, gpu_pod(f"g{i:02}", 6144, pool=POOL)))[0] for i in range(64)]
         before = await process.metrics()

@@ -35,7 +35,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from tests.e2e.conftest import Env, gpu_pod
+from tests.e2e.conftest import Env, gpu_pod, story_nodes
 from tests.e2e.harness import GpuNode, until
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, encode
@@ -43,7 +43,7 @@ from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.engine.assignment import assignment_annotations
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import BINDINGS, LEDGERS, NODES, PODS, VALIDATING_WEBHOOKS
+from vgpu_guard.kube.resources import BINDINGS, PODS, VALIDATING_WEBHOOKS
 from vgpu_guard.volcano.binder import allocate, bind, parse_version
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -64,15 +64,8 @@ HOLD = 90  # arbiter.unboundReleaseSeconds as the chart installs it
 @pytest_asyncio.fixture(loop_scope="session")
 async def commit_node(env: Env) -> AsyncIterator[None]:
     """The story's node (two 24 GiB cards), gone with its ledger afterwards."""
-    try:
-        await env.api.create(NODES, NODE.node())
-        await env.api.patch(NODES, NODE.name, NODE.status(datetime.now(UTC)), subresource="status")
+    async with story_nodes(env, NODE):
         yield
-    finally:
-        with contextlib.suppress(NotFound):
-            await env.api.delete(NODES, NODE.name)
-        with contextlib.suppress(NotFound):
-            await env.api.delete(LEDGERS, NODE.name)
 
 
 async def pods_of(env: Env, names: Sequence[str], memory: int) -> list[Obj]:

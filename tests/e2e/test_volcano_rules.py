@@ -10,21 +10,17 @@ Volcano's own fit refuses them, naming the GPU and its holders.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Env, gpu_pod
+from tests.e2e.conftest import Env, gpu_pod, story_nodes
 from tests.e2e.harness import GpuNode
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, Version
 from vgpu_guard.kube.aio import AioClusterClient
-from vgpu_guard.kube.errors import KubeError, NotFound
-from vgpu_guard.kube.resources import LEDGERS, NODES, PODS
+from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.resources import PODS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -32,35 +28,20 @@ __all__ = ["volcano_mode"]  # the fixture, used by name
 
 Obj = dict[str, Any]
 POOL = "arbiter"
+_DUP_GPUS = tuple((f"GPU-e2e-rules-dup-{c}", CARD, A10, "hami-core") for c in range(2))
+# Every record healthy as "True" (not the plugin's "true"), and card 0 registered again last.
 DUP = GpuNode(
-    "e2e-rules-dup", POOL, tuple((f"GPU-e2e-rules-dup-{c}", CARD, A10, "hami-core") for c in range(2))
+    "e2e-rules-dup",
+    POOL,
+    _DUP_GPUS,
+    registration="".join(f"{u},10,{m},{t},True,{mode}:" for u, m, t, mode in (*_DUP_GPUS, _DUP_GPUS[0])),
 )
 CORES = GpuNode(
     "e2e-rules-cores", POOL, tuple((f"GPU-e2e-rules-cores-{c}", CARD, A10, "hami-core") for c in range(3))
 )
 D0, D1 = DUP.gpus[0][0], DUP.gpus[1][0]
 C0, C1, C2 = (g[0] for g in CORES.gpus)
-# Every record healthy as "True" (not the plugin's "true"), and card 0 registered again last.
-DUP_REGISTRATION = "".join(f"{u},10,{m},{t},True,{mode}:" for u, m, t, mode in (*DUP.gpus, DUP.gpus[0]))
 REFUSED_AFTER = "refused before it lands, and Volcano decides again on its next session"
-
-
-@contextlib.asynccontextmanager
-async def story_node(env: Env, spec: GpuNode, registration: str | None = None) -> AsyncIterator[None]:
-    """The story's node, registered as given, gone with its ledger afterwards."""
-    node = spec.node()
-    if registration is not None:
-        node["metadata"]["annotations"]["volcano.sh/node-vgpu-register"] = registration
-    try:
-        await env.api.create(NODES, node)
-        await env.api.patch(NODES, spec.name, spec.status(datetime.now(UTC)), subresource="status")
-        await asyncio.sleep(1)  # the webhook's node cache (a refusal for an unknown node is safe anyway)
-        yield
-    finally:
-        with contextlib.suppress(NotFound):
-            await env.api.delete(NODES, spec.name)
-        with contextlib.suppress(NotFound):
-            await env.api.delete(LEDGERS, spec.name)
 
 
 async def vgpu_pod(env: Env, name: str, memory: int, cores: int | None = None) -> Obj:
@@ -86,7 +67,7 @@ async def test_health_true_and_a_duplicate_uuid_cost_one_card_not_the_node(
     it. Its healthy, singly registered card takes every pod Volcano binds there; the card
     registered twice is refused, named with the records, so the operator knows what to fix."""
     binder = Binder(volcano_mode, version)
-    async with story_node(env, DUP, DUP_REGISTRATION):
+    async with story_nodes(env, DUP):
         pods = [await vgpu_pod(env, f"dup-{i}", 6144) for i in range(5)]
         for pod in pods[:4]:
             await binder.bind(pod, DUP.name, [Device(D1, 6144)])
@@ -113,7 +94,7 @@ async def test_exclusive_cores_as_volcano_refuses_them(env: Env, volcano_mode: A
     one onto a card whose cores two pods took (70 + 30); each refusal names the GPU and its
     holders. The same assignments onto an empty card land."""
     binder = Binder(volcano_mode, "1.16")
-    async with story_node(env, CORES):
+    async with story_nodes(env, CORES):
         small = await vgpu_pod(env, "small", 1024)
         await binder.bind(small, CORES.name, [Device(C0, 1024, 0)])
         whole = await vgpu_pod(env, "whole", 1024, cores=100)
