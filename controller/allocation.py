@@ -27,7 +27,7 @@ through ``PodParser`` (controller/pod_parser.py); this class builds them and run
 
 A write that fails for one node other than by a 409 (the CRD schema, an admission webhook, a 500)
 stops nothing but that node: its decisions are undone, it takes no new pod until its retry (with
-backoff, controller/unwritable.py), and it is reported on the Node and its GPULedger; every other
+backoff, controller/node_queue.py), and it is reported on the Node and its GPULedger; every other
 node's writes and bindings go on in the same pass (issue 36). A 409 still ends the pass.
 """
 
@@ -46,12 +46,12 @@ from vgpu_guard.controller.handshakes import CLOCK_SKEW_SECONDS
 from vgpu_guard.controller.inputs import InputSource, ListedInputs
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler, release_reason
 from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.node_queue import NodeQueue
 from vgpu_guard.controller.node_writes import NodeConflicts, NodeWrites
 from vgpu_guard.controller.pass_result import PassResult
 from vgpu_guard.controller.placer import Placer
 from vgpu_guard.controller.pod_parser import PodParser
 from vgpu_guard.controller.reports import Reporter
-from vgpu_guard.controller.unwritable import UnwritableNodes
 from vgpu_guard.controller.world import World
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import decode_ledger
@@ -107,13 +107,14 @@ class AllocationController:
         self.world = world = World(config)
         self.parser = PodParser(config, lambda: world.view.podgroups)
         self.writer = self._writer(source)
-        # Nodes whose ledger write failed (not a 409): held out of placement until their retry.
-        self.unwritable = UnwritableNodes(base=node_retry_seconds, cap=node_retry_cap_seconds)
+        # The work keyed by node: a node whose ledger write failed (not a 409) is held out of
+        # placement until its retry, forgotten when a write of it succeeds.
+        self.node_queue = NodeQueue(base=node_retry_seconds, cap=node_retry_cap_seconds)
         self.writes = NodeWrites(
             self.writer,
             world,
             reports,
-            self.unwritable,
+            self.node_queue,
             memory_factor=config.nvidia.gpu_memory_factor,
             clock=clock,
             concurrency=write_concurrency,
@@ -199,6 +200,10 @@ class AllocationController:
         """A held node's retry came due since the last decision (the run loop passes then)."""
         return self.placer.retry_due()
 
+    def next_retry_in(self) -> float | None:
+        """Seconds until a held node's retry is due (None: no node waits): the run loop wakes then."""
+        return self.node_queue.next_due(self.clock())
+
     async def flush_events(self) -> None:
         await self.reports.events.flush_events()
 
@@ -268,7 +273,8 @@ class AllocationController:
             changed_pods=inputs.changed_pods,
             changed_ledgers=inputs.changed_ledgers,
         )
-        self.writes.pass_started(inputs.nodes, changes.nodes)
+        for node in self.writes.pass_started(inputs.nodes, changes.nodes):
+            self.binder.forget_node(node)
         if changes.freed:
             self.placer.capacity_freed()
         self.parser.forget(changes.gone)

@@ -54,14 +54,20 @@ class Binder:
     """Per-node queues of committed entries; ``offer`` from passes, ``observe`` from the pod informer."""
 
     def __init__(
-        self, bind: BindCall, *, concurrency: int = 16, clock: Callable[[], float] = time.monotonic
+        self,
+        bind: BindCall,
+        *,
+        concurrency: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: Backoff | None = None,
     ) -> None:
         self._bind = bind
         self._clock = clock
         # Called (after a growing delay, as client-go's rate-limited requeue) when a binding failed,
-        # so the next pass offers the entry again; the run loop points it at its wake event.
+        # so the next pass offers the entry again; the run loop points it at its wake event. The
+        # delay is keyed by node: one node's failing bindings never slow another node's retries.
         self.retry: Callable[[], None] | None = None
-        self._backoff = Backoff(initial=0.2, maximum=10.0)
+        self._backoff = backoff or Backoff(initial=0.2, maximum=10.0)
         self._gate = asyncio.Semaphore(concurrency)
         self._queues: dict[str, deque[Waiting]] = {}
         self._queued: set[str] = set()
@@ -122,6 +128,10 @@ class Binder:
             )
             self._kick(node)
 
+    def forget_node(self, node: str) -> None:
+        """The node is gone: its retry state goes with it (the table stays as large as what fails)."""
+        self._backoff.reset(node)
+
     # -- binding --------------------------------------------------------------------------------------
 
     def _kick(self, node: str) -> None:
@@ -147,12 +157,12 @@ class Binder:
             self.failures.append(f"binding {item.entry.key} to {node}: {e}")
             del self.failures[:-100]
             if self.retry is not None:
-                asyncio.get_running_loop().call_later(self._backoff.next(), self.retry)
+                asyncio.get_running_loop().call_later(self._backoff.next(node), self.retry)
         finally:
             self._sending.discard(node)
             self._queued.discard(item.entry.pod_uid)
         if ok:
-            self._backoff.reset()
+            self._backoff.reset(node)
             self.bound += 1
             now = self._clock()
             self._done[item.entry.pod_uid] = now

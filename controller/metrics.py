@@ -20,7 +20,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from vgpu_guard.controller.unwritable import FAILURE_REASONS
+from vgpu_guard.controller.node_queue import FAILURE_REASONS
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import GpuUsage
 from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics
@@ -208,7 +208,7 @@ class AllocationMetrics:
     def _write_series(self, registry: CollectorRegistry) -> None:
         """How the ledger writes went (the node's failures, the races lost) and the Events dropped."""
         self.ledger_writes = LedgerWriteMetrics.for_registry(registry)
-        # Fixed label values for reason (controller/unwritable.py FAILURE_REASONS); the node's
+        # Fixed label values for reason (controller/node_queue.py FAILURE_REASONS); the node's
         # series go with the node.
         self.ledger_write_failures = Counter(
             "vgpu_guard_ledger_write_failures_total",

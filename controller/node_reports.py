@@ -15,7 +15,7 @@ from typing import Any
 
 from vgpu_guard.controller.events import Events
 from vgpu_guard.controller.metrics import AllocationMetrics, GpuRow, LedgerSnapshot, gpu_rows
-from vgpu_guard.controller.unwritable import Unwritable
+from vgpu_guard.controller.node_queue import Unwritable
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import API_VERSION as LEDGER_API_VERSION

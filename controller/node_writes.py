@@ -6,7 +6,7 @@ reservations) and both need the same rules (issue 36): every write is a CAS thro
 races are routine): once all writes have ended ``NodeConflicts`` names the nodes that lost, and the
 caller undoes its decisions there and decides them again from the next read, leaving every other
 node's work and the world as they are; any other failure is that node's alone too: it is held
-out of placement until its retry (controller/unwritable.py) and reported on the Node and its
+out of placement until its retry (controller/node_queue.py) and reported on the Node and its
 GPULedger, and every other node's writes go on. The ledger summary (kubectl's FREE-MIB) follows
 registration changes here too, with the same write rules.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from vgpu_guard.controller.node_queue import NodeQueue
 from vgpu_guard.controller.reports import Reporter
-from vgpu_guard.controller.unwritable import UnwritableNodes
 from vgpu_guard.controller.world import World
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import NodeLedger
@@ -54,7 +54,7 @@ class NodeWrites:
         writer: LedgerWriter,
         world: World,
         reports: Reporter,
-        unwritable: UnwritableNodes,
+        node_queue: NodeQueue,
         *,
         memory_factor: int,
         clock: Callable[[], float],
@@ -63,7 +63,7 @@ class NodeWrites:
         self.writer = writer
         self.world = world
         self.reports = reports
-        self.unwritable = unwritable
+        self.node_queue = node_queue
         self.memory_factor = memory_factor
         self.clock = clock
         self.concurrency = concurrency
@@ -73,8 +73,9 @@ class NodeWrites:
         self._node_objs: Mapping[str, Obj] = {}  # the pass's Node objects (for their Events)
         self._seen: set[str] = set()  # nodes known from an earlier pass
 
-    def pass_started(self, nodes: Mapping[str, Obj], changed_nodes: set[str]) -> None:
-        """Take in the pass's Node objects and which nodes changed (their summaries are due).
+    def pass_started(self, nodes: Mapping[str, Obj], changed_nodes: set[str]) -> set[str]:
+        """Take in the pass's Node objects and which nodes changed (their summaries are due);
+        returns the changed nodes that are gone (whatever else waits for them can go too).
 
         A node seen for the first time (every node at a start) is not due: its ledger's summary
         was written with the registration of its last write, and comparing and rewriting every
@@ -85,16 +86,19 @@ class NodeWrites:
         """
         self._node_objs = nodes
         known = self.world.view.nodes.keys()
+        gone: set[str] = set()
         # By the change only (issue 44): a pass touches the nodes that changed, never the fleet.
         for name in changed_nodes:
             if name not in known:
+                gone.add(name)
                 self._seen.discard(name)
                 self._summary_due.discard(name)
-                self.unwritable.forget(name)  # a node that is gone has nothing to retry
+                self.node_queue.drop(name)  # a node that is gone has nothing to retry
             elif name in self._seen:
                 self._summary_due.add(name)
             else:
                 self._seen.add(name)
+        return gone
 
     async def write(self, writes: Mapping[str, Write]) -> dict[str, KubeError]:
         """CAS-write each node's ledger (all at once, bounded); returns the nodes whose write failed
@@ -119,7 +123,7 @@ class NodeWrites:
             except KubeError as e:
                 failed[name] = e
                 return
-            recovered = self.unwritable.written(name)
+            recovered = self.node_queue.forget(name)
             if recovered is not None:
                 self.reports.nodes.ledger_written(name, recovered)
 
@@ -131,17 +135,17 @@ class NodeWrites:
     async def hold(self, name: str, error: KubeError, pods: Sequence[str]) -> None:
         """Hold ``name`` until its retry and report it (the Node, its GPULedger, the metric)."""
         now = self.clock()
-        state = self.unwritable.failed(name, error, now)
-        self.world.held = self.unwritable.held(now)  # the allocator holds it from the next decision
+        state = self.node_queue.add_rate_limited(name, error, now)
+        self.world.held = self.node_queue.held(now)  # the allocator holds it from the next decision
         await self.reports.nodes.ledger_unwritable(self._node_objs.get(name), name, state, pods, now=now)
 
     def blocked(self, name: str) -> bool:
         """The node's retry is not due: leave its writes for a later pass."""
-        return self.unwritable.blocked(name, self.clock())
+        return self.node_queue.blocked(name, self.clock())
 
     def held_now(self) -> dict[str, str]:
         """The nodes held out of placement now (node -> why)."""
-        return self.unwritable.held(self.clock())
+        return self.node_queue.held(self.clock())
 
     async def refresh_summaries(self, written: set[str]) -> None:
         """Rewrite the summary of ledgers whose node's registration changed since (one CAS write per

@@ -27,12 +27,12 @@ from vgpu_guard.controller.gang_status import GangKey, GangStatusWriter
 from vgpu_guard.controller.handshakes import Handshakes
 from vgpu_guard.controller.inputs import InputSource
 from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.node_queue import failure_reason
 from vgpu_guard.controller.node_writes import NodeConflicts, NodeWrites, Write
 from vgpu_guard.controller.pass_result import PassResult, Report
 from vgpu_guard.controller.pod_parser import PodParser
 from vgpu_guard.controller.reports import PassReports, Reporter
 from vgpu_guard.controller.scheduling_queue import SchedulingQueue, Signature, Unit
-from vgpu_guard.controller.unwritable import failure_reason
 from vgpu_guard.controller.world import World
 from vgpu_guard.engine.allocator import Allocator, Placement, Unplaceable
 from vgpu_guard.engine.config import GuardConfig

@@ -32,6 +32,7 @@ from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.reports import SNAPSHOT_SECONDS
 from vgpu_guard.engine.config import GuardConfig
+from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.view_cache import ClusterCache
 
@@ -119,7 +120,7 @@ def _informed_controller(
         metrics=metrics,
         inputs=inputs,
         write_concurrency=write_concurrency,
-        # A node whose ledger write failed waits as a failing pass would (_Rounds.backoff_cap).
+        # A node whose ledger write failed waits as a failing pass would (_Rounds.backoff).
         node_retry_seconds=retry_seconds,
         node_retry_cap_seconds=min(MAX_BACKOFF_SECONDS, 8 * retry_seconds),
         background_events=True,
@@ -156,10 +157,12 @@ class _Rounds:
         self.wake = inputs.changed
         self.start_pause = StartPause(monotonic=monotonic)
         self.last_pass = float("-inf")
-        self.backoff = retry_seconds
-        # Transient API errors must not cost minutes: the wait doubles up to 8 retry periods (16 s
-        # at the default 2 s), and never beyond MAX_BACKOFF_SECONDS.
-        self.backoff_cap = min(MAX_BACKOFF_SECONDS, 8 * retry_seconds)
+        # Transient API errors must not cost minutes: the wait doubles from one retry period up to 8
+        # (16 s at the default 2 s), never beyond MAX_BACKOFF_SECONDS; keyed by what fails (the
+        # Lease, the pass), reset by its success: the process's one retry policy (kube/backoff.py).
+        self.backoff = Backoff(
+            initial=retry_seconds, maximum=min(MAX_BACKOFF_SECONDS, 8 * retry_seconds), jitter=0.0
+        )
         # Renew once per retry period (at most half a Lease apart), as client-go does, not once per
         # pass: a busy leader wakes for every pod, and two Lease requests per pass were most of its
         # requests at 50 pods/s. Timed on a monotonic clock from the start of the round that held
@@ -214,7 +217,7 @@ class _Rounds:
 
     async def _stand_by(self) -> None:
         """A standby acts on nothing the watches report: one Lease attempt per retry period, and
-        while the Lease itself fails, exponentially fewer (see ``backoff_cap``)."""
+        while the Lease itself fails, exponentially fewer (see ``backoff``)."""
         if self.inputs.synced:
             self.start_pause.end()  # its start is over: no pass comes before it leads
         # The leader exports the GPUs and what is pending, not us: a former leader's last numbers
@@ -223,8 +226,11 @@ class _Rounds:
         self.metrics.clear_leader_gauges()
         self.wake.clear()
         self.last_pass = float("-inf")  # whoever led may have left work: pass at once on winning
-        self.backoff = min(self.backoff * 2, self.backoff_cap) if self.elector.error else self.retry_seconds
-        await self.sleep(self.backoff)
+        if self.elector.error is None:
+            self.backoff.reset("lease")  # another replica leads: nothing failed
+            await self.sleep(self.retry_seconds)
+        else:
+            await self.sleep(self.backoff.next("lease"))
 
     async def _wait_synced(self) -> None:
         """Decide nothing from a half-filled cache (the queue-guarantees crash came from one)."""
@@ -252,10 +258,9 @@ class _Rounds:
             # Failing (API errors, our CRD not installed): retry with backoff, not in a tight
             # loop that floods the log and the API server (the pass logs it once).
             self.wake.set()
-            self.backoff = min(self.backoff * 2, self.backoff_cap)
-            await self.sleep(self.backoff)
+            await self.sleep(self.backoff.next("pass"))
             return False
-        self.backoff = self.retry_seconds
+        self.backoff.reset("pass")
         if results and results[-1].changed:
             self.wake.set()  # not settled within max_passes: go on after renewing the Lease
             return False
@@ -266,11 +271,14 @@ class _Rounds:
         return True
 
     async def _wait_for_change(self) -> None:
-        """Wake on a change; renew the Lease every retry period either way."""
+        """Wake on a change or when a held node's retry is due; renew the Lease every retry
+        period either way."""
+        due = self.controller.next_retry_in()
+        wait = self.retry_seconds if due is None else min(self.retry_seconds, due)
         with contextlib.suppress(TimeoutError):
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
             # arrives as a watch wakes the loop, and shutdown then hangs.
-            async with asyncio.timeout(self.retry_seconds):
+            async with asyncio.timeout(wait):
                 await self.wake.wait()
 
     async def _shut_down(self, watchers: list[asyncio.Task[None]]) -> None:

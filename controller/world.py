@@ -180,7 +180,7 @@ class World:
         # after releasing or adopting does not reach it, and the next one must still apply them.
         self._unsynced = Changes()
         # Nodes whose ledger the controller cannot write now (node -> why): the allocator places no
-        # new pod there (controller/unwritable.py sets this before each decision).
+        # new pod there (controller/node_queue.py sets this before each decision).
         self.held: dict[str, str] = {}
 
     def entry_node(self, uid: str) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from vgpu_guard.controller.binder import DONE_TTL_SECONDS, Binder, Waiting
 from vgpu_guard.engine.ledger import Allocation
+from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.errors import Unavailable
 
 
@@ -90,6 +91,28 @@ async def test_bound_entries_are_not_offered_again_and_failures_ask_for_a_retry(
     binder.offer({"n1": [entry("a", 1)]}, busy={})  # a pass that read before the binding landed
     await binder.drain()
     assert server.bound == [("n1", "a")]
+
+
+async def test_a_nodes_failing_bindings_never_slow_another_nodes_retry() -> None:
+    """The retry delay is keyed by node (client-go's per-item rate limiter): three failures on n1
+    leave n2's first failure at the first delay, a success on n1 starts it over, a node that is
+    gone leaves nothing behind."""
+    server = Server(fail={"a1", "a2", "a3", "b1"})
+    backoff = Backoff(initial=0.01, maximum=1.0, jitter=0.0)
+    binder = Binder(server.bind, backoff=backoff)
+    binder.retry = lambda: None  # the run loop's wake
+    for uid in ("a1", "a2", "a3"):
+        binder.offer({"n1": [entry(uid, 1)]}, busy={})
+        await binder.drain()
+    binder.offer({"n2": [entry("b1", 1)]}, busy={})
+    await binder.drain()
+    assert (backoff.attempts("n1"), backoff.attempts("n2")) == (3, 1)
+    binder.offer({"n1": [entry("a4", 2)]}, busy={})
+    await binder.drain()
+    assert server.bound == [("n1", "a4")]
+    assert (backoff.attempts("n1"), backoff.attempts("n2")) == (0, 1)
+    binder.forget_node("n2")
+    assert backoff.failing() == 0
 
 
 async def test_recent_bindings_are_remembered_for_the_ttl_then_forgotten() -> None:

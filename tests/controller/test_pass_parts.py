@@ -16,12 +16,12 @@ from vgpu_guard.controller.gang_status import GangStatusWriter
 from vgpu_guard.controller.inputs import ListedInputs
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler
 from vgpu_guard.controller.metrics import AllocationMetrics
+from vgpu_guard.controller.node_queue import NodeQueue
 from vgpu_guard.controller.node_writes import NodeWrites
 from vgpu_guard.controller.pass_result import PassResult
 from vgpu_guard.controller.placer import Placer
 from vgpu_guard.controller.pod_parser import PodParser
 from vgpu_guard.controller.reports import Reporter
-from vgpu_guard.controller.unwritable import UnwritableNodes
 from vgpu_guard.controller.world import World
 from vgpu_guard.engine.ledger import decode_ledger
 from vgpu_guard.kube.ledger_writer import LedgerWriter
@@ -46,7 +46,7 @@ class _Parts:
             writer,
             self.world,
             self.reports,
-            UnwritableNodes(base=2.0, cap=16.0),
+            NodeQueue(base=2.0, cap=16.0),
             memory_factor=1,
             clock=self.clock,
             concurrency=4,

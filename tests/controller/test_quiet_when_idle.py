@@ -105,9 +105,9 @@ async def test_a_lease_that_cannot_be_written_is_logged_once_and_retried_with_ba
     client = Counting(MemoryClusterClient(cluster.store))
     with caplog.at_level(logging.WARNING, logger="vgpu_guard"):
         await run_for_a_minute(client, time, "deleted-namespace")
-    # Rounds at 0, 4, 12, 28 and 44 s: the wait doubles from the retry period up to 8 of them.
-    assert client.calls[("get", "leases")] == 5
-    assert client.calls[("create", "leases")] == 5
+    # Rounds at 0, 2, 6, 14, 30 and 46 s: the wait doubles from the retry period up to 8 of them.
+    assert client.calls[("get", "leases")] == 6
+    assert client.calls[("create", "leases")] == 6
     lease_lines = [r.getMessage() for r in caplog.records if "Lease" in r.getMessage()]
     assert lease_lines == [
         "cannot write Lease deleted-namespace/vgpu-guard-controller: create coordination.k8s.io/v1/leases "

@@ -99,7 +99,7 @@ def _node_text(code: str, detail: str, n: int) -> str:
         "no-gpu": ("has no vGPU devices", "have no vGPU devices"),
         "gpu-problem": ("has an unusable vGPU registration", "have an unusable vGPU registration"),
         # The controller's writes of the node's GPULedger fail (the node's Events say why); it is
-        # kept out of placement until its retry is due (controller/unwritable.py).
+        # kept out of placement until its retry is due (controller/node_queue.py).
         "ledger": ("has a GPULedger that cannot be written", "have a GPULedger that cannot be written"),
         "mode": (f"is in {detail}", f"are in {detail}"),
         "cards": (f"has only {detail}", f"have only {detail}"),

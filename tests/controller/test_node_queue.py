@@ -19,7 +19,7 @@ from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient, conflict_error
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
-from vgpu_guard.controller.unwritable import UnwritableNodes
+from vgpu_guard.controller.node_queue import NodeQueue
 from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, NotFound
 from vgpu_guard.kube.resources import LEDGERS, NODES, Resource
 
@@ -217,7 +217,7 @@ async def test_a_race_lost_on_one_node_costs_that_node_alone_and_no_full_resync(
     assert controller.world.full_resyncs == 0
     assert registry.get_sample_value("vgpu_guard_ledger_conflicts_total") == 1
     assert registry.get_sample_value("vgpu_guard_allocator_rebuilds_total", {"reason": "conflict"}) is None
-    assert not controller.unwritable.blocked("gpu-b", cluster.clock())  # a race is not a failure
+    assert not controller.node_queue.blocked("gpu-b", cluster.clock())  # a race is not a failure
     client.refused.clear()
     await cluster.converge(controller)
     assert cluster.bound() == {"on-a": "gpu-a", "on-b": "gpu-b"}
@@ -257,17 +257,29 @@ async def test_every_failure_is_counted_by_node_and_reason(error: KubeError, rea
 
 
 def test_the_wait_doubles_to_the_cap_and_starts_over_after_a_write() -> None:
-    nodes = UnwritableNodes(base=2.0, cap=16.0)
-    waits = [nodes.failed("n", SCHEMA, 100.0).retry_at - 100.0 for _ in range(6)]
+    nodes = NodeQueue(base=2.0, cap=16.0)
+    waits = [nodes.add_rate_limited("n", SCHEMA, 100.0).retry_at - 100.0 for _ in range(6)]
     assert waits == [2.0, 4.0, 8.0, 16.0, 16.0, 16.0]
     assert nodes.held(110.0) == {"n": str(SCHEMA)}
     assert nodes.held(116.0) == {}
-    assert nodes.next_retry(110.0) == 6.0
+    assert nodes.next_due(110.0) == 6.0
     # A clock stepped back never holds a node longer than the cap.
     assert nodes.held(50.0) == {}
-    recovered = nodes.written("n")
+    recovered = nodes.forget("n")
     assert recovered is not None and recovered.failures == 6
-    assert nodes.failed("n", SCHEMA, 200.0).retry_at == 202.0
+    assert nodes.add_rate_limited("n", SCHEMA, 200.0).retry_at == 202.0
+
+
+def test_one_nodes_failures_never_lengthen_another_nodes_wait() -> None:
+    """Keyed like client-go's workqueue: each node's wait follows its own failures in a row."""
+    nodes = NodeQueue(base=2.0, cap=16.0)
+    for _ in range(3):
+        nodes.add_rate_limited("broken", SCHEMA, 100.0)
+    assert nodes.add_rate_limited("other", SCHEMA, 100.0).retry_at == 102.0
+    assert nodes.next_due(100.0) == 2.0
+    nodes.drop("broken")  # the node is gone: nothing of it is kept
+    assert nodes.state("broken") is None and nodes.backoff.attempts("broken") == 0
+    assert nodes.backoff.failing() == 1
 
 
 async def test_the_pod_decided_for_the_refused_node_is_undone_there_and_goes_elsewhere() -> None:
@@ -297,7 +309,7 @@ async def test_a_ledger_deleted_under_the_write_is_decided_again_not_held() -> N
     result = await controller.run_once()
     assert result.conflicts == 1
     assert failures(registry, "gpu-b", "not-found") is None
-    assert not controller.unwritable.blocked("gpu-b", cluster.clock())
+    assert not controller.node_queue.blocked("gpu-b", cluster.clock())
 
 
 async def test_a_held_node_that_is_deleted_is_forgotten() -> None:
@@ -305,7 +317,7 @@ async def test_a_held_node_that_is_deleted_is_forgotten() -> None:
     controller, _, _ = replica(cluster)
     cluster.create_pod(pinned("on-b", "gpu-b"))
     await controller.run_once()
-    assert controller.unwritable.state("gpu-b") is not None
+    assert controller.node_queue.state("gpu-b") is not None
     cluster.store.delete(NODES, "gpu-b")
     await controller.run_once()
-    assert controller.unwritable.state("gpu-b") is None
+    assert controller.node_queue.state("gpu-b") is None
