@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.rbac import ROLE_BINDINGS, ROLES, RBACAuthorizer
 from tests.contract.raw import RawClient
 from vgpu_guard.apidouble.admission import AdmissionChain
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.rbac import ROLE_BINDINGS, ROLES, RBACAuthorizer
 from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
@@ -254,7 +254,7 @@ async def as_binder(request: pytest.FixtureRequest, store: Store, tmp_path: Path
         frontend = Frontend(store, authorizer=RBACAuthorizer(store))
         yield MemoryClusterClient(store, user=LEGACY_BINDER, frontend=frontend)
         return
-    async with serve_double(tmp_path, store=store, rbac=True) as api:
+    async with serve_double(tmp_path, store=store, authorizer=RBACAuthorizer) as api:
         c = await AioClusterClient.from_kubeconfig(str(api.kubeconfig_for(LEGACY_BINDER)))
         try:
             yield c

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from vgpu_guard.apidouble.client import (
+from tests.apidouble_support.faults import (
     FaultPlan,
-    MemoryClusterClient,
     conflict_error,
     expired_error,
     timeout_error,
     unavailable_error,
 )
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.errors import Conflict, Expired, Unavailable
 from vgpu_guard.kube.resources import NODES, PODS

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.rbac import (
+from tests.apidouble_support.rbac import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
     ROLE_BINDINGS,
     ROLES,
     RBACAuthorizer,
 )
+from vgpu_guard.apidouble.client import MemoryClusterClient
+from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
@@ -70,7 +70,7 @@ async def as_controller(request: pytest.FixtureRequest, store: Store, tmp_path: 
             store, user=CONTROLLER, frontend=Frontend(store, authorizer=RBACAuthorizer(store))
         )
         return
-    async with serve_double(tmp_path, store=store, rbac=True) as api:
+    async with serve_double(tmp_path, store=store, authorizer=RBACAuthorizer) as api:
         c = await AioClusterClient.from_kubeconfig(str(api.kubeconfig_for(CONTROLLER)))
         try:
             yield c

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.manifests.chart import render_objects
 from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
@@ -48,7 +49,7 @@ async def _cli(argv: list[str]) -> int:
 
 async def test_cleanup_with_the_hooks_own_rights(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     hook = [r.obj for r in render_objects() if r.is_hook]
-    async with serve_double(tmp_path, rbac=True) as api:
+    async with serve_double(tmp_path, authorizer=RBACAuthorizer) as api:
         for obj in hook:
             if obj["kind"] == "ClusterRole":
                 api.store.create(CLUSTER_ROLES, obj)

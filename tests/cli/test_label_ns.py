@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.manifests.chart import render_objects
 from vgpu_guard.apidouble import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
@@ -51,7 +52,7 @@ async def test_the_hook_labels_the_excluded_namespaces_with_its_own_rights(
     [job] = [o for o in hook if o["kind"] == "Job"]
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["label-ns", "kube-system", "kube-node-lease", "vgpu-guard", EXEMPT]
-    async with serve_double(tmp_path, rbac=True) as api:
+    async with serve_double(tmp_path, authorizer=RBACAuthorizer) as api:
         for obj in hook:
             if obj["kind"] == "ClusterRole":
                 api.store.create(CLUSTER_ROLES, obj)

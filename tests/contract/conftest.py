@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.contract.known_differences import KNOWN
 from tests.contract.raw import RawClient, Reply
 from tests.real_cluster import RealCluster, deselect_real_cluster_items
@@ -183,7 +184,9 @@ async def _minor(client: RawClient) -> int:
 async def sides(
     real_api: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[dict[str, Side]]:
-    async with serve_double(Path(tmp_path_factory.mktemp("contract-double")), rbac=True) as running:
+    async with serve_double(
+        Path(tmp_path_factory.mktemp("contract-double")), authorizer=RBACAuthorizer
+    ) as running:
         double = Side("double", RawClient.from_kubeconfig(running.kubeconfig), double=running)
         real = Side("real", RawClient.from_kubeconfig(real_api.kubeconfig))
         try:

@@ -43,8 +43,9 @@ from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.faults import FaultPlan, Verb, unavailable_error
 from tests.controller.allocation_testkit import Cluster, vgpu_pod
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, Verb, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.annotations import VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo

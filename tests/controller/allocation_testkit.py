@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.faults import FaultPlan
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.inputs import CachedInputs

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.faults import FaultPlan, conflict_error, unavailable_error
 from tests.controller.allocation_testkit import Cluster, FakeClock, gpu_node, seed_000, vgpu_pod
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, conflict_error, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.leader import LeaderElector
 from vgpu_guard.controller.run import run_controller

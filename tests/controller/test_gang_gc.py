@@ -7,8 +7,9 @@ from typing import Any
 
 import yaml
 
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
 from tests.builders import config_with
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.gang_gc import release_stale_placements
 from vgpu_guard.engine.cluster import ClusterView

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.faults import conflict_error
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
-from vgpu_guard.apidouble.client import MemoryClusterClient, conflict_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.node_queue import NodeQueue

@@ -20,7 +20,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.queue_audit import QueueAuditor, run_queue_audit
 from vgpu_guard.engine.cluster import ClusterView

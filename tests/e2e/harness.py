@@ -38,6 +38,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.manifests.chart import render_objects
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.cli.sandbox_cluster import for_1_20  # the sandbox installs Volcano's CRDs alike
@@ -161,7 +162,9 @@ class DoubleBackend(Backend):
     async def start(self) -> None:
         from vgpu_guard.apidouble import ADMIN, serve_double
 
-        self.api = await self._stack.enter_async_context(serve_double(self.workdir, rbac=True))
+        self.api = await self._stack.enter_async_context(
+            serve_double(self.workdir, authorizer=RBACAuthorizer)
+        )
         self.admin_kubeconfig = self.api.kubeconfig
         self.admin_user = ADMIN.username
         admin = await AioClusterClient.from_kubeconfig(str(self.admin_kubeconfig))

@@ -18,15 +18,10 @@ from aiohttp import web
 from kubernetes.aio import client as kclient
 
 from tests.apidouble.objects import node, pod
-from vgpu_guard.apidouble.client import (
-    FaultPlan,
-    MemoryClusterClient,
-    conflict_error,
-    timeout_error,
-    unavailable_error,
-)
+from tests.apidouble_support.faults import FaultPlan, conflict_error, timeout_error, unavailable_error
+from tests.apidouble_support.rbac import RBACAuthorizer
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.rbac import RBACAuthorizer
 from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
@@ -91,7 +86,7 @@ async def connect(
                 return MemoryClusterClient(store)
             frontend = Frontend(store, authorizer=RBACAuthorizer(store))
             return MemoryClusterClient(store, user=READER, frontend=frontend)
-        ctx = serve_double(tmp_path, store=store, rbac=as_reader)
+        ctx = serve_double(tmp_path, store=store, authorizer=RBACAuthorizer if as_reader else None)
         api = await ctx.__aenter__()
         served.append(ctx)
         kubeconfig = api.kubeconfig_for(READER) if as_reader else api.kubeconfig

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import (

@@ -10,8 +10,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
 from tests.builders import default_config, gpu_node, pod, view_of
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbitrate
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger

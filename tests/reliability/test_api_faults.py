@@ -26,15 +26,15 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, seed_000, vgpu_pod
-from vgpu_guard.apidouble.client import (
+from tests.apidouble_support.faults import (
     FaultPlan,
-    MemoryClusterClient,
     conflict_error,
     expired_error,
     timeout_error,
     unavailable_error,
 )
+from tests.controller.allocation_testkit import Cluster, seed_000, vgpu_pod
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.cli.simulation import confirm_allocations
 from vgpu_guard.controller.run import run_controller
 from vgpu_guard.kube.resources import LEASES, LEDGERS, NODES, PODS

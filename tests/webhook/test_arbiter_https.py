@@ -14,9 +14,10 @@ from typing import Any
 import aiohttp
 import yaml
 
+from tests.apidouble_support.faults import FaultPlan
 from tests.builders import config_with, default_config, gpu_node
 from tests.webhook.conftest import admission_review, serving
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.annotations import DEVICES_TO_ALLOCATE, VGPU_NODE
 from vgpu_guard.engine.cluster import ClusterView

@@ -18,10 +18,11 @@ import jsonpatch
 import pytest
 import yaml
 
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
 from tests.builders import config_with
 from tests.engine.test_gang import LABEL, cluster, member, podgroup, terms
 from tests.webhook.conftest import admission_review, serving
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
 from vgpu_guard.kube.resources import CRDS, GANG_PLACEMENTS, NAMESPACES, PODGROUPS

@@ -13,9 +13,10 @@ import aiohttp
 import pytest
 import yaml
 
+from tests.apidouble_support.faults import FaultPlan, unavailable_error
 from tests.builders import default_config
 from tests.webhook.conftest import admission_review, serving
-from vgpu_guard.apidouble.client import FaultPlan, MemoryClusterClient, unavailable_error
+from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.kube.resources import CRDS

@@ -10,7 +10,6 @@ In-process side (what ``simulate`` and the controller's property tests load):
 HTTPS side (``vgpu_guard.apidouble.http``: the sandbox's fallback backend and the tests):
 
     serve_double()        HTTPS server + kubeconfig, async context, JSON  http/server.py
-    RBACAuthorizer        Roles/ClusterRoles/bindings from the store     http/rbac.py
 
 kubectl's and Helm's fidelity (protobuf, Tables, OpenAPI, strategic merge patch, server-side apply,
 impersonation) is not imitated: the real control plane proves it, and the double refuses those in
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vgpu_guard.apidouble.admission import AdmissionChain
     from vgpu_guard.apidouble.frontend import Frontend, Written
-    from vgpu_guard.apidouble.http.rbac import RBACAuthorizer
     from vgpu_guard.apidouble.http.server import RunningDouble, serve_double, write_kubeconfig
     from vgpu_guard.apidouble.identity import ADMIN, UserInfo, service_account
     from vgpu_guard.apidouble.store import Pending, Store, Watch
@@ -39,7 +37,6 @@ _HOME = {
     "AdmissionChain": "admission",
     "Frontend": "frontend",
     "Pending": "store",
-    "RBACAuthorizer": "http.rbac",
     "RunningDouble": "http.server",
     "Store": "store",
     "UserInfo": "identity",
@@ -55,7 +52,6 @@ __all__ = [
     "AdmissionChain",
     "Frontend",
     "Pending",
-    "RBACAuthorizer",
     "RunningDouble",
     "Store",
     "UserInfo",

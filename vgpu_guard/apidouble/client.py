@@ -1,22 +1,12 @@
 """``MemoryClusterClient``: the ``ClusterClient`` protocol served by the API double in-process.
 
 Same semantics as the HTTPS double (both go through ``vgpu_guard.apidouble.frontend.Frontend``:
-RBAC, admission webhooks, the store), minus HTTP, so property tests can run hundreds of thousands
-of operations. Every call yields to the event loop once, as real I/O would, so concurrent tasks
-interleave at the same points they would against a server.
+authorization when a test plugs one in, admission webhooks, the store), minus HTTP, so property
+tests can run hundreds of thousands of operations. Every call yields to the event loop once, as
+real I/O would, so concurrent tasks interleave at the same points they would against a server.
 
-``FaultPlan`` makes the API misbehave on purpose, for "faults of the API" tests: a rule names the
-verb and resource it hits, how many times, and what happens:
-
-    plan = FaultPlan()
-    plan.add(verb="replace", resource=LEDGERS, error=conflict_error(), times=2)   # two 409s
-    plan.add(verb="bind", when="after", error=unavailable_error())               # applied, answer lost
-    plan.add(verb="watch", drop_after=3)                                          # stream ends early
-    client = MemoryClusterClient(store, faults=plan)
-
-``when="before"`` fails the call without touching the store; ``when="after"`` applies it and then
-fails (the response was lost: the caller must cope with a write that did happen). ``delay`` slows
-a call down (``asyncio.sleep``, so a test's fake clock or ``wait_for`` timeout applies).
+Calls misbehave on purpose only when a test plugs a ``Faults`` in (its fault plans live in
+tests/apidouble_support/faults.py); ``simulate`` plugs none.
 
 Every error leaves with the ``Request`` it was about (as the production adapter's do), injected
 faults included, so log lines read the same against the double as against a real server.
@@ -27,123 +17,38 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ObjectList, WatchEvent, typed_items
-from vgpu_guard.kube.errors import Conflict, Expired, KubeError, Request, Unavailable
+from vgpu_guard.kube.errors import KubeError, Request
 from vgpu_guard.kube.resources import PODS, Resource
 
-__all__ = [
-    "FaultPlan",
-    "FaultRule",
-    "MemoryClusterClient",
-    "conflict_error",
-    "expired_error",
-    "timeout_error",
-    "unavailable_error",
-]
+__all__ = ["Fault", "Faults", "MemoryClusterClient"]
 
 _Strings = list[str]  # aliases: inside the client, `list` is the LIST verb
 _Anys = list[Any]
-Verb = Literal["get", "list", "watch", "create", "replace", "replace_status", "patch", "delete", "bind"]
 
 
-def conflict_error(name: str = "object") -> Conflict:
-    """A 409 as the API server sends for a stale resourceVersion."""
-    msg = (
-        f'Operation cannot be fulfilled on "{name}": the object has been modified; please apply your '
-        "changes to the latest version and try again"
-    )
-    return Conflict(msg, code=409, reason="Conflict")
+class Fault(Protocol):
+    """An injected fault that let its call through (``Faults.before`` returned it)."""
+
+    drop_after: int | None  # a watch: the server ends the stream after this many events
+
+    def after(self) -> None:
+        """Raises when the call's answer is lost after it was applied."""
+        ...
 
 
-def unavailable_error(
-    message: str = "injected fault: the server is currently unable to handle the request",
-) -> Unavailable:
-    """A 503 ServiceUnavailable."""
-    return Unavailable(message, code=503, reason="ServiceUnavailable")
+class Faults(Protocol):
+    """Calls that misbehave on purpose: tests plug a fault plan in; the product never does."""
 
-
-def timeout_error() -> Unavailable:
-    """What the production adapter raises when a request times out on the client side."""
-    return Unavailable("injected fault: request timed out", code=0, reason="Timeout")
-
-
-def expired_error(resource_version: str = "1") -> Expired:
-    """The 410 a watch gets when its resourceVersion left the server's window."""
-    return Expired(f"too old resource version: {resource_version} (injected)", code=410, reason="Expired")
-
-
-@dataclass(slots=True)
-class FaultRule:
-    """One rule of a ``FaultPlan``; see the module docstring."""
-
-    verb: Verb | None = None
-    resource: Resource | None = None
-    error: KubeError | None = None
-    when: Literal["before", "after"] = "before"
-    delay: float = 0.0
-    times: int | None = 1  # None: every matching call
-    skip: int = 0  # let this many matching calls through first
-    drop_after: int | None = None  # watch only: end the stream after this many events
-    hits: int = 0
-
-    def matches(self, verb: str, resource: Resource | None) -> bool:
-        if self.verb is not None and self.verb != verb:
-            return False
-        if self.resource is not None and resource is not None:
-            return (self.resource.group, self.resource.plural) == (resource.group, resource.plural)
-        return self.resource is None
-
-
-@dataclass(slots=True)
-class FaultPlan:
-    """Ordered fault rules; the first live matching rule applies to a call."""
-
-    rules: list[FaultRule] = field(default_factory=list)
-    log: list[tuple[str, str]] = field(default_factory=list)  # (verb, plural) of calls that hit a rule
-
-    def add(
-        self,
-        *,
-        verb: Verb | None = None,
-        resource: Resource | None = None,
-        error: KubeError | None = None,
-        when: Literal["before", "after"] = "before",
-        delay: float = 0.0,
-        times: int | None = 1,
-        skip: int = 0,
-        drop_after: int | None = None,
-    ) -> FaultRule:
-        if error is None and not delay and drop_after is None:
-            raise ValueError("a fault rule needs an error, a delay or drop_after")
-        if drop_after is not None and verb not in (None, "watch"):
-            raise ValueError("drop_after only applies to watch")
-        rule = FaultRule(verb, resource, error, when, delay, times, skip, drop_after)
-        self.rules.append(rule)
-        return rule
-
-    def take(self, verb: str, resource: Resource | None) -> FaultRule | None:
-        for rule in self.rules:
-            if not rule.matches(verb, resource):
-                continue
-            if rule.skip > 0:
-                rule.skip -= 1
-                continue
-            if rule.times is not None and rule.hits >= rule.times:
-                continue
-            rule.hits += 1
-            self.log.append((verb, resource.plural if resource else ""))
-            return rule
-        return None
-
-    def clear(self) -> None:
-        self.rules.clear()
+    async def before(self, verb: str, resource: Resource | None) -> Fault | None:
+        """Before ``verb`` on ``resource`` runs: wait, raise, or let it through with a ``Fault``."""
+        ...
 
 
 @contextmanager
@@ -169,7 +74,7 @@ class MemoryClusterClient:
         store: Store,
         *,
         user: UserInfo = ADMIN,
-        faults: FaultPlan | None = None,
+        faults: Faults | None = None,
         frontend: Frontend | None = None,
         bookmark_interval: float = 1.0,
     ):
@@ -178,25 +83,18 @@ class MemoryClusterClient:
         self.store = store
         self.frontend = frontend or Frontend(store)
         self.user = user
-        self.faults = faults or FaultPlan()
+        self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.warnings: list[str] = []  # every warning the "server" sent, in order
 
-    async def _before(self, verb: str, resource: Resource | None) -> FaultRule | None:
+    async def _before(self, verb: str, resource: Resource | None) -> Fault | None:
         await asyncio.sleep(0)  # a real call yields to the loop; so do we
-        rule = self.faults.take(verb, resource)
-        if rule is None:
-            return None
-        if rule.delay:
-            await asyncio.sleep(rule.delay)
-        if rule.error is not None and rule.when == "before":
-            raise rule.error
-        return rule
+        return None if self.faults is None else await self.faults.before(verb, resource)
 
     @staticmethod
-    def _after(rule: FaultRule | None) -> None:
-        if rule is not None and rule.error is not None and rule.when == "after":
-            raise rule.error
+    def _after(fault: Fault | None) -> None:
+        if fault is not None:
+            fault.after()
 
     async def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> Obj:
         with _about(Request("get", resource, name, _ns(resource, namespace))):

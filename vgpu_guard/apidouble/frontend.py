@@ -12,7 +12,7 @@ keeps the controller's property tests (100k operations) fast.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -31,7 +31,9 @@ _RETRIES = 5
 
 
 class Authorizer(Protocol):
-    """Raises ``Forbidden`` when ``user`` may not do ``verb`` (RBAC, see ``rbac.py``)."""
+    """Who may do what. The double ships none: it serves without authorization (the sandbox, and
+    ``simulate`` acts as the admin); tests plug RBAC in (tests/apidouble_support/rbac.py).
+    Superusers (``system:masters``) never reach it."""
 
     def authorize(
         self,
@@ -43,7 +45,17 @@ class Authorizer(Protocol):
         subresource: str = "",
         namespace: str = "",
         name: str = "",
-    ) -> None: ...
+    ) -> None:
+        """Raises ``Forbidden`` when ``user`` may not do ``verb`` on the resource."""
+        ...
+
+    def authorize_path(self, user: UserInfo, method: str, path: str, query: Mapping[str, str]) -> None:
+        """A request for a path nothing serves, authorized as its URL reads (requestinfo.go)."""
+        ...
+
+    def review(self, user: UserInfo, spec: Mapping[str, Any]) -> tuple[bool, str]:
+        """A SelfSubjectAccessReview's ``spec`` (one kind of attributes): (allowed, reason)."""
+        ...
 
 
 class AdmissionRunner(Protocol):

@@ -2,7 +2,6 @@
 clients (our processes, ``AioClusterClient``, the ``kubernetes`` client), JSON only.
 
     serve_double()   aiohttp server, TLS, bearer tokens, kubeconfig         server.py
-    RBACAuthorizer   authorization from Roles/ClusterRoles/bindings          rbac.py
     negotiation      JSON or kube-apiserver's 406 (_negotiate); the serving certificate (_tls)
 
 kubectl and Helm need the real backend for what they ask beyond JSON (protobuf, Tables, OpenAPI,

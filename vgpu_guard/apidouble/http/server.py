@@ -15,7 +15,8 @@ Accept with no JSON clause -> 406 (``_negotiate``), a strategic-merge, apply or 
 (see docs/apidouble.md). It is never more permissive than the real server.
 
 Requests authenticate with a bearer token mapped to a ``UserInfo`` (one per identity); the
-``Frontend`` authorizes (RBAC when switched on) and runs the admission chain.
+``Frontend`` authorizes (when an ``Authorizer`` is plugged in: tests plug RBAC) and runs the
+admission chain.
 
     async with serve_double(tmp_path) as api:   # api.url, api.kubeconfig, api.store
         ...
@@ -33,7 +34,7 @@ import secrets
 import ssl
 import tempfile
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,16 +49,9 @@ from vgpu_guard.apidouble._listing import validate_watch_options
 from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
 from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
-from vgpu_guard.apidouble.frontend import Frontend, Written
+from vgpu_guard.apidouble.frontend import Authorizer, Frontend, Written
 from vgpu_guard.apidouble.http._negotiate import admits_json, not_acceptable
 from vgpu_guard.apidouble.http._tls import ServingTLS, make_serving_tls
-from vgpu_guard.apidouble.http.rbac import (
-    PUBLIC_PATHS,
-    RBACAuthorizer,
-    anonymous_path_forbidden,
-    request_attributes,
-    self_subject_access_review,
-)
 from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
 from vgpu_guard.apidouble.store import Store, Watch
 from vgpu_guard.engine.objects import Obj
@@ -93,6 +87,9 @@ _UNKNOWN_FORMAT = "the body of the request was in an unknown format - accepted m
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 _ACCEPTED_BODIES = "application/json, application/yaml"
 _MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
+# What the bootstrap policy lets anyone read (system:public-info-viewer); other discovery is 403
+# to system:anonymous.
+PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
 
 
 @dataclass(slots=True)
@@ -427,12 +424,13 @@ async def handle(request: web.Request) -> web.StreamResponse:
             found = await _discovery(request, server)
             if found is not None:
                 if user is ANONYMOUS and request.path not in PUBLIC_PATHS:
-                    raise anonymous_path_forbidden(user, request.path)
+                    why = f'User "{user.username}" cannot get path "{request.path}"'
+                    raise st.raise_status(st.make_status(403, "Forbidden", f"forbidden: {why}", name=""))
                 return found
         if request.path.rstrip("/") == f"/apis/{_AUTHZ}/v1/selfsubjectaccessreviews":
             return await _access_review(request, server, user)
         if user is ANONYMOUS and server.frontend.authorizer is None:
-            # Without RBAC nothing would refuse an anonymous request: the double does, as before.
+            # Without authorization nothing would refuse an anonymous request: the double does.
             raise st.raise_status(st.make_status(401, "Unauthorized", "Unauthorized"))
         legacy_ns = _bindings_namespace(request.path)
         if legacy_ns is not None:
@@ -461,19 +459,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
 def _authorize_unserved(request: web.Request, server: DoubleServer, user: UserInfo) -> None:
     """A path the double does not serve is still authorized first, as the API server's filters do."""
     authorizer = server.frontend.authorizer
-    if authorizer is None or user.superuser:
-        return
-    attrs = request_attributes(request.method, request.path, request.query)
-    if attrs is not None:
-        authorizer.authorize(
-            user,
-            verb=attrs.verb,
-            group=attrs.group,
-            resource=attrs.resource,
-            subresource=attrs.subresource,
-            namespace=attrs.namespace,
-            name=attrs.name,
-        )
+    if authorizer is not None and not user.superuser:
+        authorizer.authorize_path(user, request.method, request.path, request.query)
 
 
 def _method_not_allowed() -> KubeError:
@@ -483,13 +470,36 @@ def _method_not_allowed() -> KubeError:
 
 
 async def _access_review(request: web.Request, server: DoubleServer, user: UserInfo) -> web.Response:
-    """authorization.k8s.io/v1 selfsubjectaccessreviews: create only, nothing stored."""
+    """authorization.k8s.io/v1 selfsubjectaccessreviews: create only, nothing stored. Without an
+    authorizer, and for superusers, everything is allowed, without a reason."""
     if request.method != "POST":
         _authorize_unserved(request, server, user)
         raise _method_not_allowed()
+    body = await _body(request)
+    if not isinstance(body, Mapping):
+        raise st.bad_request("the body of the request must be a SelfSubjectAccessReview object")
+    if body.get("kind") not in (None, "", "SelfSubjectAccessReview"):
+        why = f"the kind in the data ({body.get('kind')}) does not match the expected kind"
+        raise st.bad_request(f"{why} (SelfSubjectAccessReview)")
+    spec: Mapping[str, Any] = body["spec"] if isinstance(body.get("spec"), Mapping) else {}
+    if (spec.get("resourceAttributes") is None) == (spec.get("nonResourceAttributes") is None):
+        field, shown = (
+            "spec.resourceAttributes",
+            "null" if spec.get("resourceAttributes") is None else "object",
+        )
+        why = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
+        why = f'{field}: Invalid value: "{shown}": {why}'
+        raise st.invalid(_AUTHZ, "", "", [Cause("FieldValueInvalid", field, why)])
     authorizer = server.frontend.authorizer
-    rbac = authorizer if isinstance(authorizer, RBACAuthorizer) else None
-    return _json_response(self_subject_access_review(rbac, user, await _body(request)), status=201)
+    allowed, reason = (True, "") if authorizer is None or user.superuser else authorizer.review(user, spec)
+    review: Obj = {
+        "kind": "SelfSubjectAccessReview",
+        "apiVersion": f"{_AUTHZ}/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": json.loads(json.dumps(spec)),
+        "status": {"allowed": allowed, "reason": reason} if reason else {"allowed": allowed},
+    }
+    return _json_response(review, status=201)
 
 
 def _bindings_namespace(path: str) -> str | None:
@@ -933,7 +943,7 @@ async def serve_double(
     host: str = "127.0.0.1",
     port: int = 0,
     users: Mapping[str, UserInfo] | None = None,
-    rbac: bool = False,
+    authorizer: Callable[[Store], Authorizer] | None = None,
     services: Mapping[tuple[str, str, int], str] | None = None,
     bookmark_interval: float = 60.0,
     max_watch_seconds: float = 1800.0,
@@ -941,7 +951,8 @@ async def serve_double(
     """Serve a double over HTTPS until the block ends; writes ``directory/kubeconfig`` (admin).
 
     ``users`` maps extra bearer tokens to identities (the admin token is generated; more with
-    ``RunningDouble.token_for``). ``rbac`` switches authorization on. Webhook configurations
+    ``RunningDouble.token_for``). ``authorizer`` builds the ``Authorizer`` over the store (None:
+    no authorization, as the sandbox serves; tests pass their RBAC). Webhook configurations
     stored in the double are called; ``services`` maps a ``clientConfig.service``
     ``(namespace, name, port)`` to the loopback ``host:port`` it listens on. A ``frontend``
     passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``). Watches that
@@ -953,7 +964,7 @@ async def serve_double(
     chain: AdmissionChain | None = None
     if frontend is None:
         chain = AdmissionChain(store, services=dict(services or {}))
-        frontend = Frontend(store, authorizer=RBACAuthorizer(store) if rbac else None, admission=chain)
+        frontend = Frontend(store, authorizer=authorizer(store) if authorizer else None, admission=chain)
     admin_token = secrets.token_urlsafe(24)
     tokens = {admin_token: ADMIN, **dict(users or {})}
     server = DoubleServer(

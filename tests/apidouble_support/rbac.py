@@ -1,5 +1,11 @@
 """RBAC authorization against the Roles, ClusterRoles and bindings stored in the double.
 
+Test code: the double serves without authorization (the sandbox, ``simulate``); tests that need
+the double to refuse what an identity may not do plug this ``Authorizer`` in
+(``serve_double(authorizer=RBACAuthorizer)``, ``Frontend(store, authorizer=RBACAuthorizer(store))``):
+the e2e ``double`` backend runs our processes under the chart's ServiceAccounts, tests/cli runs the
+chart's hooks under theirs, and tests/contract/test_rbac.py compares it with kube-apiserver 1.20.
+
 Sources: Kubernetes docs "Using RBAC Authorization"; plugin/pkg/auth/authorizer/rbac/rbac.go
 (``RuleAllows``: verbs, apiGroups, resources with ``pods/binding``-style subresources and
 ``*/sub``, resourceNames, nonResourceURLs; the ``RBAC: allowed by ...`` reasons),
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble.http.server import PUBLIC_PATHS
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.objects import Obj
@@ -34,12 +40,13 @@ from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.resources import Resource
 
 __all__ = [
-    "PUBLIC_PATHS",
+    "CLUSTER_ROLES",
+    "CLUSTER_ROLE_BINDINGS",
+    "ROLES",
+    "ROLE_BINDINGS",
     "RBACAuthorizer",
     "RequestAttributes",
-    "anonymous_path_forbidden",
     "request_attributes",
-    "self_subject_access_review",
 ]
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -49,7 +56,6 @@ CLUSTER_ROLES = Resource(_RBAC, "v1", "clusterroles", "ClusterRole", namespaced=
 CLUSTER_ROLE_BINDINGS = Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False)
 
 # The bootstrap policy's non-resource grants (plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
-PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version", "/version/")
 _DISCOVERY_PATHS = (
     "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*", "/readyz",
     "/version", "/version/",
@@ -267,42 +273,26 @@ class RBACAuthorizer:
         message = f'{what} "{name}" is forbidden: {why}' if name else f"{what} is forbidden: {why}"
         raise st.forbidden(message, group=group, plural=resource, name=name)
 
+    def authorize_path(self, user: UserInfo, method: str, path: str, query: Mapping[str, str]) -> None:
+        """A path nothing serves is authorized first, as the API server's filters do (403 first)."""
+        attrs = request_attributes(method, path, query)
+        if attrs is not None:
+            self.authorize(
+                user,
+                verb=attrs.verb,
+                group=attrs.group,
+                resource=attrs.resource,
+                subresource=attrs.subresource,
+                namespace=attrs.namespace,
+                name=attrs.name,
+            )
 
-def anonymous_path_forbidden(user: UserInfo, path: str) -> KubeError:
-    """403 for a non-resource URL the bootstrap policy does not open to ``user``."""
-    why = f'User "{user.username}" cannot get path "{path}"'
-    return st.raise_status(st.make_status(403, "Forbidden", f"forbidden: {why}", name=""))
-
-
-_SSAR = "authorization.k8s.io"
-
-
-def self_subject_access_review(authorizer: RBACAuthorizer | None, user: UserInfo, body: Any) -> Obj:
-    """POST authorization.k8s.io/v1 selfsubjectaccessreviews: may ``user`` do what ``spec`` says?
-
-    Without RBAC (``authorizer`` None) and for superusers everything is allowed, without a reason."""
-    if not isinstance(body, Mapping):
-        raise st.bad_request("the body of the request must be a SelfSubjectAccessReview object")
-    if body.get("kind") not in (None, "", "SelfSubjectAccessReview"):
-        want = "SelfSubjectAccessReview"
-        raise st.bad_request(
-            f"the kind in the data ({body.get('kind')}) does not match the expected kind ({want})"
-        )
-    raw = body.get("spec")
-    spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    resource_attrs, path_attrs = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
-    if (resource_attrs is None) == (path_attrs is None):
-        field = "spec.resourceAttributes"
-        shown = '"null"' if resource_attrs is None else '"object"'
-        why = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
-        raise st.invalid(
-            _SSAR, "", "", [Cause("FieldValueInvalid", field, f"{field}: Invalid value: {shown}: {why}")]
-        )
-    allowed, reason = True, ""
-    if authorizer is not None and not user.superuser:
+    def review(self, user: UserInfo, spec: Mapping[str, Any]) -> tuple[bool, str]:
+        """A SelfSubjectAccessReview's answer for its resource or non-resource attributes."""
+        resource_attrs, path_attrs = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         if isinstance(resource_attrs, Mapping):
             a = {k: str(v) for k, v in resource_attrs.items() if isinstance(v, str)}
-            allowed, reason = authorizer.decide(
+            return self.decide(
                 user,
                 verb=a.get("verb", ""),
                 group=a.get("group", ""),
@@ -311,17 +301,7 @@ def self_subject_access_review(authorizer: RBACAuthorizer | None, user: UserInfo
                 namespace=a.get("namespace", ""),
                 name=a.get("name", ""),
             )
-        elif isinstance(path_attrs, Mapping):
-            allowed, reason = authorizer.decide_path(
-                user, verb=str(path_attrs.get("verb") or ""), path=str(path_attrs.get("path") or "")
-            )
-    status: Obj = {"allowed": allowed}
-    if reason:
-        status["reason"] = reason
-    return {
-        "kind": "SelfSubjectAccessReview",
-        "apiVersion": f"{_SSAR}/v1",
-        "metadata": {"creationTimestamp": None},
-        "spec": json.loads(json.dumps(spec)),
-        "status": status,
-    }
+        if isinstance(path_attrs, Mapping):
+            verb, path = str(path_attrs.get("verb") or ""), str(path_attrs.get("path") or "")
+            return self.decide_path(user, verb=verb, path=path)
+        return True, ""
