@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.apidouble_support.tokens import ssl_context
 from vgpu_guard.apidouble.http._tls import make_serving_tls
 from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
@@ -260,7 +261,7 @@ async def test_warnings_come_back_as_299_headers(
                 api.url + "/api/v1/namespaces/default/pods",
                 json=pod("p"),
                 headers=headers,
-                ssl=api.ssl_context(),
+                ssl=ssl_context(api),
             ) as r,
         ):
             assert r.status == 201
@@ -422,7 +423,7 @@ async def test_dry_run_reaches_webhooks_and_persists_nothing(store: Store, api: 
                 api.url + "/api/v1/namespaces/default/pods?dryRun=All",
                 json=pod("p"),
                 headers=headers,
-                ssl=api.ssl_context(),
+                ssl=ssl_context(api),
             ) as r,
         ):
             body = await r.json()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.apidouble_support.rbac import ROLE_BINDINGS, ROLES, RBACAuthorizer
+from tests.apidouble_support.tokens import kubeconfig_for
 from tests.contract.raw import RawClient
 from vgpu_guard.apidouble.admission import AdmissionChain
 from vgpu_guard.apidouble.client import MemoryClusterClient
@@ -255,7 +256,7 @@ async def as_binder(request: pytest.FixtureRequest, store: Store, tmp_path: Path
         yield MemoryClusterClient(store, user=LEGACY_BINDER, frontend=frontend)
         return
     async with serve_double(tmp_path, store=store, authorizer=RBACAuthorizer) as api:
-        c = await AioClusterClient.from_kubeconfig(str(api.kubeconfig_for(LEGACY_BINDER)))
+        c = await AioClusterClient.from_kubeconfig(str(kubeconfig_for(api, LEGACY_BINDER)))
         try:
             yield c
         finally:

@@ -18,6 +18,7 @@ from tests.apidouble_support.rbac import (
     ROLES,
     RBACAuthorizer,
 )
+from tests.apidouble_support.tokens import kubeconfig_for
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.http.server import serve_double
@@ -71,7 +72,7 @@ async def as_controller(request: pytest.FixtureRequest, store: Store, tmp_path: 
         )
         return
     async with serve_double(tmp_path, store=store, authorizer=RBACAuthorizer) as api:
-        c = await AioClusterClient.from_kubeconfig(str(api.kubeconfig_for(CONTROLLER)))
+        c = await AioClusterClient.from_kubeconfig(str(kubeconfig_for(api, CONTROLLER)))
         try:
             yield c
         finally:

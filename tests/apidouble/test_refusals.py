@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.apidouble_support.tokens import ssl_context
 from vgpu_guard.apidouble import RunningDouble
 from vgpu_guard.kube.resources import CRDS, PODS
 
@@ -44,7 +45,7 @@ async def call(
     sent = {"Authorization": f"Bearer {api.admin_token}", **(headers or {})}
     async with (
         aiohttp.ClientSession() as s,
-        s.request(method, api.url + path, data=data, headers=sent, ssl=api.ssl_context()) as r,
+        s.request(method, api.url + path, data=data, headers=sent, ssl=ssl_context(api)) as r,
     ):
         raw = await r.read()
         ctype = r.headers.get("Content-Type", "").split(";")[0]

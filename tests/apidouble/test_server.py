@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 import yaml
 
+from tests.apidouble_support.tokens import kubeconfig_for, ssl_context
 from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
@@ -36,7 +37,7 @@ async def raw(
     data = body if isinstance(body, bytes | str) or body is None else json.dumps(body)
     async with (
         aiohttp.ClientSession() as s,
-        s.request(method, api.url + path, data=data, headers=headers, ssl=api.ssl_context()) as r,
+        s.request(method, api.url + path, data=data, headers=headers, ssl=ssl_context(api)) as r,
     ):
         text = await r.text()
         try:
@@ -221,7 +222,7 @@ async def test_kubeconfig_for_another_identity(double: RunningDouble) -> None:
     # Each identity gets its own bearer token and kubeconfig, as ServiceAccount tokens would.
     from vgpu_guard.apidouble.identity import service_account
 
-    path = double.kubeconfig_for(service_account("vgpu-guard", "controller"))
+    path = kubeconfig_for(double, service_account("vgpu-guard", "controller"))
     config = yaml.safe_load(path.read_text())
     assert config["clusters"][0]["cluster"]["server"] == double.url
     c = await AioClusterClient.from_kubeconfig(str(path))
@@ -245,7 +246,7 @@ async def test_a_client_that_drops_its_tls_connection_leaves_no_socket_behind(tm
 
     async with serve_double(tmp_path) as api:
         port = int(api.url.rsplit(":", 1)[1])
-        client_socket = await in_thread(request_and_keep_the_socket, port, api.ssl_context())
+        client_socket = await in_thread(request_and_keep_the_socket, port, ssl_context(api))
         served = list(api.server.transports)
         assert served and all(t.is_closing() for t in served)  # shutting down, socket still open
         sockets = [t.get_extra_info("socket") for t in served]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.apidouble_support.rbac import RBACAuthorizer
+from tests.apidouble_support.tokens import kubeconfig_for
 from tests.manifests.chart import render_objects
 from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
@@ -58,7 +59,7 @@ async def test_cleanup_with_the_hooks_own_rights(tmp_path: Path, capsys: pytest.
         for resource in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
             for name in (NAME, "kyverno-resource"):
                 api.store.create(resource, _configuration(resource, name))
-        kubeconfig = str(api.kubeconfig_for(HOOK_SA))
+        kubeconfig = str(kubeconfig_for(api, HOOK_SA))
         argv = ["cleanup", "--webhook-configuration", NAME, "--kubeconfig", kubeconfig]
 
         assert await _cli(argv) == 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.apidouble_support.rbac import RBACAuthorizer
+from tests.apidouble_support.tokens import kubeconfig_for
 from tests.manifests.chart import render_objects
 from vgpu_guard.apidouble import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
@@ -62,7 +63,7 @@ async def test_the_hook_labels_the_excluded_namespaces_with_its_own_rights(
             api.store.create(
                 NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             )
-        argv = [*args, "--kubeconfig", str(api.kubeconfig_for(HOOK_SA))]
+        argv = [*args, "--kubeconfig", str(kubeconfig_for(api, HOOK_SA))]
 
         assert await _cli(argv) == 0
         out = capsys.readouterr()
@@ -84,7 +85,7 @@ async def test_the_hook_labels_the_excluded_namespaces_with_its_own_rights(
         )
 
         # The role names those namespaces only: a tenant's namespace cannot be taken out with it.
-        other = ["label-ns", "team-a", "--kubeconfig", str(api.kubeconfig_for(HOOK_SA))]
+        other = ["label-ns", "team-a", "--kubeconfig", str(kubeconfig_for(api, HOOK_SA))]
         assert await _cli(other) == 1
         out = capsys.readouterr()
         assert out.out == ""

@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 
 from tests.apidouble_support.rbac import RBACAuthorizer
+from tests.apidouble_support.tokens import token_for
 from tests.contract.known_differences import KNOWN
 from tests.contract.raw import RawClient, Reply
 from tests.real_cluster import RealCluster, deselect_real_cluster_items
@@ -92,7 +93,7 @@ class Side:
         reply = await self.admin.post(f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
         assert reply.status in (201, 409), reply.body
         if self.double is not None:
-            return self.admin.as_token(self.double.token_for(service_account(namespace, name)))
+            return self.admin.as_token(token_for(self.double, service_account(namespace, name)))
         request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
         reply = await self.admin.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", request)
         assert reply.status == 201, reply.body

@@ -39,6 +39,7 @@ import aiohttp
 import yaml
 
 from tests.apidouble_support.rbac import RBACAuthorizer
+from tests.apidouble_support.tokens import kubeconfig_for
 from tests.manifests.chart import render_objects
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
 from vgpu_guard.cli.sandbox_cluster import for_1_20  # the sandbox installs Volcano's CRDs alike
@@ -178,7 +179,7 @@ class DoubleBackend(Backend):
     async def kubeconfig_for(self, namespace: str, service_account: str) -> Path:
         from vgpu_guard.apidouble import service_account as sa
 
-        return self.api.kubeconfig_for(sa(namespace, service_account))
+        return kubeconfig_for(self.api, sa(namespace, service_account))
 
     async def close(self) -> None:
         await self._stack.aclose()

@@ -20,6 +20,7 @@ from kubernetes.aio import client as kclient
 from tests.apidouble.objects import node, pod
 from tests.apidouble_support.faults import FaultPlan, conflict_error, timeout_error, unavailable_error
 from tests.apidouble_support.rbac import RBACAuthorizer
+from tests.apidouble_support.tokens import kubeconfig_for
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.http.server import serve_double
@@ -89,7 +90,7 @@ async def connect(
         ctx = serve_double(tmp_path, store=store, authorizer=RBACAuthorizer if as_reader else None)
         api = await ctx.__aenter__()
         served.append(ctx)
-        kubeconfig = api.kubeconfig_for(READER) if as_reader else api.kubeconfig
+        kubeconfig = kubeconfig_for(api, READER) if as_reader else api.kubeconfig
         client = await AioClusterClient.from_kubeconfig(str(kubeconfig))
         closers.append(client.close)
         return client

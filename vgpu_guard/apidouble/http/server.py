@@ -905,29 +905,6 @@ class RunningDouble:
     admin_token: str
     directory: Path
 
-    def token_for(self, user: UserInfo) -> str:
-        """A bearer token for ``user`` (registered on first use)."""
-        for token, known in self.server.tokens.items():
-            if known == user:
-                return token
-        token = secrets.token_urlsafe(24)
-        self.server.tokens[token] = user
-        return token
-
-    def kubeconfig_for(self, user: UserInfo) -> Path:
-        """A kubeconfig file whose only context authenticates as ``user``."""
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user.username)
-        return write_kubeconfig(
-            self.directory / f"kubeconfig-{safe}",
-            url=self.url,
-            ca_pem=self.tls.ca_pem,
-            users={safe: self.token_for(user)},
-        )
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """A client context trusting the double's CA (for raw aiohttp requests in tests)."""
-        return ssl.create_default_context(cadata=self.tls.ca_pem.decode())
-
 
 def _abort(transports: Iterable[asyncio.BaseTransport]) -> None:
     for transport in list(transports):
@@ -942,7 +919,6 @@ async def serve_double(
     frontend: Frontend | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
-    users: Mapping[str, UserInfo] | None = None,
     authorizer: Callable[[Store], Authorizer] | None = None,
     services: Mapping[tuple[str, str, int], str] | None = None,
     bookmark_interval: float = 60.0,
@@ -950,10 +926,10 @@ async def serve_double(
 ) -> AsyncIterator[RunningDouble]:
     """Serve a double over HTTPS until the block ends; writes ``directory/kubeconfig`` (admin).
 
-    ``users`` maps extra bearer tokens to identities (the admin token is generated; more with
-    ``RunningDouble.token_for``). ``authorizer`` builds the ``Authorizer`` over the store (None:
-    no authorization, as the sandbox serves; tests pass their RBAC). Webhook configurations
-    stored in the double are called; ``services`` maps a ``clientConfig.service``
+    The admin's token is generated (``DoubleServer.tokens`` maps tokens to identities; tests add
+    theirs, tests/apidouble_support/tokens.py). ``authorizer`` builds the ``Authorizer`` over the
+    store (None: no authorization, as the sandbox serves; tests pass their RBAC). Webhook
+    configurations stored in the double are called; ``services`` maps a ``clientConfig.service``
     ``(namespace, name, port)`` to the loopback ``host:port`` it listens on. A ``frontend``
     passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``). Watches that
     allow bookmarks get one every ``bookmark_interval`` and 2 s before they end, when their
@@ -966,7 +942,7 @@ async def serve_double(
         chain = AdmissionChain(store, services=dict(services or {}))
         frontend = Frontend(store, authorizer=authorizer(store) if authorizer else None, admission=chain)
     admin_token = secrets.token_urlsafe(24)
-    tokens = {admin_token: ADMIN, **dict(users or {})}
+    tokens = {admin_token: ADMIN}
     server = DoubleServer(
         frontend, tokens, bookmark_interval=bookmark_interval, max_watch_seconds=max_watch_seconds
     )
