@@ -128,8 +128,8 @@ def test_pending_names_each_door_as_admission_sees_it(store: Store) -> None:
     # Admission attributes: resource bindings without a subresource, or pods with "binding";
     # kind Binding v1 and the pod's name for both (the Binding's own for the legacy door).
     store.create(PODS, pod("p"))
-    legacy = store.prepare_bind("default", None, binding("p", "gpu-1"))
-    door = store.prepare_bind("default", "p", binding("p", "gpu-1"))
+    legacy = store.prepare.bind("default", None, binding("p", "gpu-1"))
+    door = store.prepare.bind("default", "p", binding("p", "gpu-1"))
     assert (legacy.binds, legacy.admitted_resource, legacy.subresource, legacy.name) == (
         True,
         "bindings",

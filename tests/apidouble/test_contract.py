@@ -715,7 +715,7 @@ def test_a_no_op_update_keeps_the_resource_version_and_emits_nothing(store: Stor
 
 def test_crd_with_cel_rules_warns_that_they_are_not_evaluated(store: Store) -> None:
     # The double does not implement x-kubernetes-validations (CEL); it says so instead of pretending.
-    pending = store.prepare_create(CRDS, volcano_crd("topology.volcano.sh_hypernodes"))
+    pending = store.prepare.create(CRDS, volcano_crd("topology.volcano.sh_hypernodes"))
     store.commit(pending)
     assert any("does not evaluate x-kubernetes-validations" in w for w in pending.warnings)
 

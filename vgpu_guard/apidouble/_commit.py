@@ -1,6 +1,6 @@
 """The last step of a write: preconditions checked again, the object stored, watchers told.
 
-Between ``prepare_*`` and ``commit`` webhooks may have run (and awaited), so the stored object is
+Between ``prepare`` and ``commit`` webhooks may have run (and awaited), so the stored object is
 looked up again: an unconditional write that lost a race is retried (``RetryWrite``), one with a
 client precondition is a 409. A dry run stops just before the table changes. The controllers a
 cluster runs after such writes (namespaces, CRDs) act here at once.
@@ -41,7 +41,7 @@ class Committer:
 
         For a bind (pods/binding or bindings) the answer is a Status Success (code 201). Raises
         ``RetryWrite`` when an unconditional write lost a race against another write since
-        ``prepare_*``."""
+        ``prepare``."""
         self._table.expire_events()
         self._completer.complete(pending)
         info = pending.info

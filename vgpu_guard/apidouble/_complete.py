@@ -8,8 +8,8 @@ see the object as it will be stored.
 
 from __future__ import annotations
 
-import re
 import uuid
+from collections.abc import Callable
 
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._binding import check_binding
@@ -17,8 +17,13 @@ from vgpu_guard.apidouble._decoding import CRDS, redecode
 from vgpu_guard.apidouble._gotext import go_string_slice
 from vgpu_guard.apidouble._pending import Pending
 from vgpu_guard.apidouble._pods import QuantityError, initial_status, validate_pod, validate_pod_update
-from vgpu_guard.apidouble._selectors import LabelSelector, SelectorError
-from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble._selectors import (
+    LabelSelector,
+    SelectorError,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+)
+from vgpu_guard.apidouble._status import Cause, field_error
 from vgpu_guard.apidouble._table import ObjectTable
 from vgpu_guard.apidouble._types import TypeInfo, crd_problems
 from vgpu_guard.apidouble._values import Obj, deep_copy, format_time, meta_of
@@ -27,8 +32,6 @@ from vgpu_guard.apidouble._webhooks import default_and_validate
 __all__ = ["Completer"]
 
 _Causes = list[Cause]
-_DNS1123_SUBDOMAIN = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
 
 class Completer:
@@ -85,8 +88,8 @@ class Completer:
             group, plural = spec.get("group"), (spec.get("names") or {}).get("plural")
             existing = self._table.types.get((str(group), str(plural)))
             if existing is not None and existing.crd_name is None:
-                why = f'Invalid value: "{group}": conflicts with a built-in resource'
-                causes.append(Cause("FieldValueInvalid", "spec.group", f"spec.group: {why}"))
+                why = f'"{group}": conflicts with a built-in resource'
+                causes.append(field_error("Invalid", "spec.group", why))
         schema = info.schemas.get(pending.version)
         if schema is not None:
             causes += schema.validate(self._table.present(info, obj, pending.version))
@@ -97,12 +100,8 @@ class Completer:
         if not meta.get("name"):
             prefix = meta.get("generateName")
             if not prefix:
-                cause = Cause(
-                    "FieldValueRequired",
-                    "metadata.name",
-                    "metadata.name: Required value: name or generateName is required",
-                )
-                raise st.invalid(info.group, info.kind, "", [cause])
+                why = "name or generateName is required"
+                raise st.invalid(info.group, info.kind, "", [field_error("Required", "metadata.name", why)])
             # names.SimpleNameGenerator: at most 58 characters of the prefix, then 5 random ones.
             meta["name"] = str(prefix)[:58] + self._table.random_name(5)
         # rest.BeforeCreate (FillObjectMetaSystemFields): validating webhooks already see these.
@@ -135,11 +134,9 @@ def _prepare_for_update(pending: Pending, obj: Obj, old: Obj) -> None:
     old_fin = set(old["metadata"].get("finalizers") or [])
     new_fin = set(meta.get("finalizers") or [])
     if old["metadata"].get("deletionTimestamp") and new_fin - old_fin:
-        cause = Cause(
-            "FieldValueForbidden",
-            "metadata.finalizers",
-            "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being "
-            f"deleted, found new finalizers {go_string_slice(sorted(new_fin - old_fin))}",
+        why = "no new finalizers can be added if the object is being deleted, found new finalizers"
+        cause = field_error(
+            "Forbidden", "metadata.finalizers", f"{why} {go_string_slice(sorted(new_fin - old_fin))}"
         )
         # Reported twice, as the API server does: the common metadata checks of BeforeUpdate
         # and the kind's own ValidateUpdate both run ValidateObjectMetaUpdate.
@@ -167,43 +164,33 @@ def _status_strategy(info: TypeInfo, obj: Obj, old: Obj) -> None:
     obj.update(new)
 
 
-def _name_cause(field: str, value: str, what: str, hint: str, pattern: str) -> Cause:
-    """The API server's refusal of a name (or generateName prefix) outside the kind's name rule."""
-    msg = (
-        f'{field}: Invalid value: "{value}": a lowercase {what} must consist of lower case '
-        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
-        f"(e.g. {hint}, regex used for validation is '{pattern}')"
-    )
-    return Cause("FieldValueInvalid", field, msg)
+def _path_segment_errors(name: str) -> list[str]:
+    """path.IsValidPathSegmentName: RBAC names are path segments (ValidateRBACName)."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in "/%" if c in name]
 
 
 def _validate_meta(info: TypeInfo, obj: Obj) -> _Causes:
     """ValidateObjectMeta's name, generateName and label checks, in the kind's name rule."""
     meta = meta_of(obj)
     name = str(meta.get("name") or "")
-    causes: _Causes = []
+    rule: Callable[[str], list[str]] = dns1123_subdomain_errors
     if info.key in (("", "namespaces"), ("", "serviceaccounts")):
-        pattern, what, limit = _DNS1123_LABEL, "RFC 1123 label", 63
-        hint = "'my-name',  or '123-abc'"
-    else:
-        pattern, what, limit = _DNS1123_SUBDOMAIN, "RFC 1123 subdomain", 253
-        hint = "'example.com'"
-    if info.group == "rbac.authorization.k8s.io":
-        pattern = "[^/%]+"  # RBAC names are path segments (ValidateRBACName)
+        rule = dns1123_label_errors
+    elif info.group == "rbac.authorization.k8s.io":
+        rule = _path_segment_errors
     prefix = meta.get("generateName")
-    legacy = info.api_key == ("", "events")  # core/v1 Events skip ObjectMeta validation
-    if isinstance(prefix, str) and prefix and info.group != "rbac.authorization.k8s.io" and not legacy:
-        # ValidateObjectMeta checks the prefix first, a trailing dash masked (maskTrailingDash
-        # drops two characters for it, as the Go code does).
-        masked = prefix[:-2] + "a" if prefix.endswith("-") else prefix
-        if len(masked) > limit or not re.fullmatch(pattern, masked):
-            causes.append(_name_cause("metadata.generateName", prefix, what, hint, pattern))
-    if len(name) > limit or not re.fullmatch(pattern, name):
-        causes.append(_name_cause("metadata.name", name, what, hint, pattern))
+    causes: _Causes = []
+    if isinstance(prefix, str) and prefix and info.api_key != ("", "events"):  # core/v1 Events skip it
+        # The prefix first, a trailing dash masked (maskTrailingDash drops two characters for it).
+        masked = prefix[:-2] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+        causes += [field_error("Invalid", "metadata.generateName", f'"{prefix}": {e}') for e in rule(masked)]
+    causes += [field_error("Invalid", "metadata.name", f'"{name}": {e}') for e in rule(name)]
     for key, value in (meta.get("labels") or {}).items():
         try:
             LabelSelector.parse(f"{key}={value}") if value else LabelSelector.parse(key)
         except SelectorError:
-            msg = f'metadata.labels: Invalid value: "{key}={value}": not a valid label key/value'
-            causes.append(Cause("FieldValueInvalid", "metadata.labels", msg))
+            why = f'"{key}={value}": not a valid label key/value'
+            causes.append(field_error("Invalid", "metadata.labels", why))
     return causes

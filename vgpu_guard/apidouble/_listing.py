@@ -27,7 +27,7 @@ from vgpu_guard.apidouble._gotext import (
     json_kind,
     parse_uint_error,
 )
-from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble._status import Cause, field_error
 
 __all__ = ["ListPlan", "decode_continue", "encode_continue", "list_key", "plan_list"]
 
@@ -153,51 +153,21 @@ def validate_watch_options(resource_version: str | None, resource_version_match:
 
 def match_causes(rv: str, match: str, token: str, *, watch: bool) -> list[Cause]:
     """The ValidateListOptions causes for ``resourceVersionMatch``, in the API server's order."""
-    causes: list[Cause] = []
+    path, causes = "resourceVersionMatch", list[Cause]()
     if watch:
-        causes.append(
-            Cause(
-                "FieldValueForbidden",
-                "resourceVersionMatch",
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch",
-            )
-        )
+        causes.append(field_error("Forbidden", path, "resourceVersionMatch is forbidden for watch"))
     if not rv:
-        causes.append(
-            Cause(
-                "FieldValueForbidden",
-                "resourceVersionMatch",
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                "resourceVersion is provided",
-            )
-        )
+        why = "resourceVersionMatch is forbidden unless resourceVersion is provided"
+        causes.append(field_error("Forbidden", path, why))
     if token:
-        causes.append(
-            Cause(
-                "FieldValueForbidden",
-                "resourceVersionMatch",
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is "
-                "provided",
-            )
-        )
+        why = "resourceVersionMatch is forbidden when continue is provided"
+        causes.append(field_error("Forbidden", path, why))
     if match not in ("Exact", "NotOlderThan"):
-        causes.append(
-            Cause(
-                "FieldValueNotSupported",
-                "resourceVersionMatch",
-                f'resourceVersionMatch: Unsupported value: "{match}": supported values: "Exact", '
-                '"NotOlderThan", ""',
-            )
-        )
+        why = f'"{match}": supported values: "Exact", "NotOlderThan", ""'
+        causes.append(field_error("NotSupported", path, why))
     if match == "Exact" and rv == "0":
-        causes.append(
-            Cause(
-                "FieldValueForbidden",
-                "resourceVersionMatch",
-                'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for '
-                'resourceVersion "0"',
-            )
-        )
+        why = 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'
+        causes.append(field_error("Forbidden", path, why))
     return causes
 
 

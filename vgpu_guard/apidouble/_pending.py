@@ -26,7 +26,7 @@ class RetryWrite(Exception):
 
 @dataclass(slots=True)
 class Pending:
-    """One write between ``prepare_*`` and ``commit``: what admission sees and may change."""
+    """One write between ``prepare`` and ``commit``: what admission sees and may change."""
 
     operation: Operation
     info: TypeInfo

@@ -27,7 +27,8 @@ from fractions import Fraction
 from typing import Any
 
 from vgpu_guard.apidouble._gotext import json_kind
-from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble._selectors import dns1123_label_errors
+from vgpu_guard.apidouble._status import Cause, field_error
 from vgpu_guard.engine.objects import Obj
 
 __all__ = [
@@ -501,12 +502,6 @@ def initial_status(pod: Obj) -> Obj:
 
 
 # -- validation ---------------------------------------------------------------------------------
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_LABEL_MESSAGE = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-    "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-    f"validation is '{_DNS1123_LABEL}')"
-)
 _STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _STANDARD_RESOURCES = (
     *_STANDARD_CONTAINER_RESOURCES,
@@ -531,7 +526,7 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _invalid(path: str, value: Any, why: str) -> Cause:
-    return Cause("FieldValueInvalid", path, f'{path}: Invalid value: "{value}": {why}')
+    return field_error("Invalid", path, f'"{value}": {why}')
 
 
 def _resource_causes(base: str, res: Obj) -> list[Cause]:
@@ -569,9 +564,8 @@ def _resource_causes(base: str, res: Obj) -> list[Cause]:
                 why = f"must be less than or equal to {name} limit of {canonical_quantity(limits[name])}"
                 causes.append(_invalid(f"{base}.requests", shown, why))
         elif not _overcommit_allowed(name):
-            path = f"{base}.limits"
-            msg = f"{path}: Required value: Limit must be set for non overcommitable resources"
-            causes.append(Cause("FieldValueRequired", path, msg))
+            why = "Limit must be set for non overcommitable resources"
+            causes.append(field_error("Required", f"{base}.limits", why))
     return causes
 
 
@@ -580,27 +574,24 @@ def validate_pod(pod: Obj) -> list[Cause]:
     (raises QuantityError for a quantity that does not parse)."""
     spec = pod.get("spec")
     if not isinstance(spec, dict):
-        return [Cause("FieldValueRequired", "spec", "spec: Required value")]
+        return [field_error("Required", "spec")]
     causes: list[Cause] = []
     if not spec.get("containers"):
-        causes.append(Cause("FieldValueRequired", "spec.containers", "spec.containers: Required value"))
+        causes.append(field_error("Required", "spec.containers"))
     names: set[str] = set()
     for key, i, c in [*_containers(spec, ("containers",)), *_containers(spec, ("initContainers",))]:
         base = f"spec.{key}[{i}]"
         name = c.get("name")
         if not name:
-            causes.append(Cause("FieldValueRequired", f"{base}.name", f"{base}.name: Required value"))
-        elif len(str(name)) > 63:
-            causes.append(_invalid(f"{base}.name", name, "must be no more than 63 characters"))
-        elif not re.fullmatch(_DNS1123_LABEL, str(name)):
-            causes.append(_invalid(f"{base}.name", name, _LABEL_MESSAGE))
+            causes.append(field_error("Required", f"{base}.name"))
+        else:
+            causes += [_invalid(f"{base}.name", name, why) for why in dns1123_label_errors(str(name))]
         if name in names:
-            msg = f'{base}.name: Duplicate value: "{name}"'
-            causes.append(Cause("FieldValueDuplicate", f"{base}.name", msg))
+            causes.append(field_error("Duplicate", f"{base}.name", f'"{name}"'))
         elif name:
             names.add(str(name))
         if not c.get("image"):
-            causes.append(Cause("FieldValueRequired", f"{base}.image", f"{base}.image: Required value"))
+            causes.append(field_error("Required", f"{base}.image"))
         res = c.get("resources")
         if isinstance(res, dict):
             causes += _resource_causes(f"{base}.resources", res)
@@ -638,27 +629,25 @@ def validate_pod_update(old: Obj, new: Obj) -> list[Cause]:
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
     for key in ("containers", "initContainers"):
         if len(spec.get(key) or []) != len(old_spec.get(key) or []):
-            msg = f"spec.{key}: Forbidden: pod updates may not add or remove containers"
-            return [Cause("FieldValueForbidden", f"spec.{key}", msg)]
+            return [field_error("Forbidden", f"spec.{key}", "pod updates may not add or remove containers")]
     causes: list[Cause] = []
     deadline, old_deadline = spec.get("activeDeadlineSeconds"), old_spec.get("activeDeadlineSeconds")
     path = "spec.activeDeadlineSeconds"
     if deadline is not None:
         if not isinstance(deadline, int) or deadline <= 0:
-            why = "must be greater than or equal to 0"
-            return [Cause("FieldValueInvalid", path, f"{path}: Invalid value: {deadline}: {why}")]
+            return [field_error("Invalid", path, f"{deadline}: must be greater than or equal to 0")]
         if isinstance(old_deadline, int) and old_deadline < deadline:
-            why = "must be less than or equal to previous value"
-            return [Cause("FieldValueInvalid", path, f"{path}: Invalid value: {deadline}: {why}")]
+            return [field_error("Invalid", path, f"{deadline}: must be less than or equal to previous value")]
     elif old_deadline is not None:
-        why = "must not update from a positive integer to nil value"
-        causes.append(Cause("FieldValueInvalid", path, f'{path}: Invalid value: "null": {why}'))
+        causes.append(
+            field_error("Invalid", path, '"null": must not update from a positive integer to nil value')
+        )
     new_tolerations = {_toleration_key(t) for t in spec.get("tolerations") or []}
     if any(_toleration_key(t) not in new_tolerations for t in old_spec.get("tolerations") or []):
         why = "existing toleration can not be modified except its tolerationSeconds"
-        causes.append(Cause("FieldValueForbidden", "spec.tolerations", f"spec.tolerations: Forbidden: {why}"))
+        causes.append(field_error("Forbidden", "spec.tolerations", why))
     if _masked_spec(spec, old_spec) != _masked_spec(old_spec, old_spec):
-        causes.append(Cause("FieldValueForbidden", "spec", f"spec: Forbidden: {_MUTABLE_TEXT}"))
+        causes.append(field_error("Forbidden", "spec", _MUTABLE_TEXT))
     return causes
 
 

@@ -33,13 +33,15 @@ SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePe
 
 
 class Preparer:
-    """``prepare_*`` of the store: each returns the ``Pending`` write admission will see."""
+    """``Store.prepare``: each verb returns the ``Pending`` write admission will see."""
 
     def __init__(self, table: ObjectTable, admission: BuiltinAdmission):
         self._table = table
         self._admission = admission
 
-    def create(self, resource: Resource, body: Any, *, namespace: str | None, dry_run: bool) -> Pending:
+    def create(
+        self, resource: Resource, body: Any, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Pending:
         info = self._table.type_of(resource)
         obj = decode(info, resource.version, body)
         meta = meta_of(obj)
@@ -216,7 +218,7 @@ class Preparer:
             grace_period_seconds=grace_period_seconds,
         )
 
-    def bind(self, namespace: str, name: str | None, binding: Any, *, dry_run: bool) -> Pending:
+    def bind(self, namespace: str, name: str | None, binding: Any, *, dry_run: bool = False) -> Pending:
         """POST pods/NAME/binding, or POST bindings when ``name`` is None (the legacy door: the
         Binding names its pod, handlers/create.go takes the name from the object). One bind
         (``_binding``); admission sees resource ``bindings`` or ``pods``/``binding``."""
@@ -251,9 +253,7 @@ def check_subresource(info: TypeInfo, subresource: str, verb: str, name: str = "
     if subresource and subresource not in info.subresources:
         if info.crd_name is not None:  # the CRD handler: an undeclared subresource is NotFound(name)
             raise st.not_found(info.group, info.plural, name)
-        raise st.raise_status(
-            st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
-        )
+        raise st.not_served()
     if subresource not in ("", "status"):
         raise st.method_not_supported(info.group, f"{info.plural}/{subresource}", verb)
 

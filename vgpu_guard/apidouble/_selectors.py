@@ -18,7 +18,14 @@ from typing import Any, Literal
 
 from vgpu_guard.apidouble._gotext import go_quote
 
-__all__ = ["FieldSelector", "LabelSelector", "SelectorError", "UnsupportedFieldLabel"]
+__all__ = [
+    "FieldSelector",
+    "LabelSelector",
+    "SelectorError",
+    "UnsupportedFieldLabel",
+    "dns1123_label_errors",
+    "dns1123_subdomain_errors",
+]
 
 Op = Literal["=", "!=", "in", "notin", "exists", "!", "gt", "lt"]
 
@@ -100,6 +107,29 @@ def _regex_error(msg: str, fmt: str, *examples: str) -> str:
     return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+    "start and end with an alphanumeric character"
+)
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """validation.IsDNS1123Label (namespace and container names)."""
+    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
+    if not re.fullmatch(_DNS1123_LABEL, value):
+        errs.append(_regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL, "my-name", "123-abc"))
+    return errs
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """validation.IsDNS1123Subdomain (most object names, webhook names, label key prefixes)."""
+    errs = ["must be no more than 253 characters"] if len(value) > 253 else []
+    if not re.fullmatch(_SUBDOMAIN, value):
+        errs.append(_regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN, "example.com"))
+    return errs
+
+
 def qualified_name_errors(value: str) -> list[str]:
     """validation.IsQualifiedName: ``[prefix/]name`` as label keys are."""
     errs: list[str] = []
@@ -111,10 +141,7 @@ def qualified_name_errors(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
-            if not re.fullmatch(_SUBDOMAIN, prefix):
-                errs.append("prefix part " + _regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN, "example.com"))
+            errs += ["prefix part " + e for e in dns1123_subdomain_errors(prefix)]
     else:
         return [
             "a qualified name "

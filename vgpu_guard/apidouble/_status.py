@@ -21,12 +21,14 @@ __all__ = [
     "bad_request",
     "conflict",
     "expired",
+    "field_error",
     "forbidden",
     "internal",
     "invalid",
     "make_status",
     "method_not_supported",
     "not_found",
+    "not_served",
     "qualified",
     "raise_status",
     "success",
@@ -47,6 +49,22 @@ class Cause:
         prefix = f"{self.field}: "
         body = self.message[len(prefix) :] if self.field and self.message.startswith(prefix) else self.message
         return {"reason": self.reason, "message": body, "field": self.field}
+
+
+_FIELD_TYPES = {
+    "Invalid": "Invalid value",
+    "Required": "Required value",
+    "Forbidden": "Forbidden",
+    "NotSupported": "Unsupported value",
+    "Duplicate": "Duplicate value",
+}
+
+
+def field_error(kind: str, path: str, detail: str = "") -> Cause:
+    """A ``field.Error`` of type ``kind`` (``Invalid``, ``Required``, ...): reason ``FieldValue<kind>``,
+    message ``path: <the type's words>[: detail]`` (``Invalid value: "x": why``)."""
+    body = f"{_FIELD_TYPES[kind]}: {detail}" if detail else _FIELD_TYPES[kind]
+    return Cause(f"FieldValue{kind}", path, f"{path}: {body}")
 
 
 def qualified(group: str, plural: str) -> str:
@@ -106,6 +124,14 @@ def raise_status(status: dict[str, Any]) -> KubeError:
 def not_found(group: str, plural: str, name: str) -> KubeError:
     msg = f'{qualified(group, plural)} "{name}" not found'
     return raise_status(make_status(404, "NotFound", msg, name=name, group=group, kind=plural))
+
+
+def not_served() -> KubeError:
+    """404 for a path the API server does not serve: NewGenericServerResponse with empty details
+    (a client adds the path when it prints the error)."""
+    return raise_status(
+        make_status(404, "NotFound", "the server could not find the requested resource", name="")
+    )
 
 
 def already_exists(group: str, plural: str, name: str) -> KubeError:

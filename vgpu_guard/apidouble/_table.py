@@ -97,11 +97,7 @@ class ObjectTable:
         """The type served for ``resource``; a 404 as for a path the API server does not serve."""
         info = self.resolve(resource.group, resource.version, resource.plural)
         if info is None:
-            # NewGenericServerResponse(404) with empty details, as the API server answers a path
-            # it does not serve (a client adds the path when it prints the error).
-            raise st.raise_status(
-                st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
-            )
+            raise st.not_served()
         return info
 
     def last_resource_version(self, info: TypeInfo) -> int:

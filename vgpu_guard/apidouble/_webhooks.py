@@ -18,14 +18,14 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from vgpu_guard.apidouble._status import Cause
+from vgpu_guard.apidouble._gotext import go_quote, go_string_slice
+from vgpu_guard.apidouble._selectors import dns1123_subdomain_errors
+from vgpu_guard.apidouble._status import Cause, field_error
 from vgpu_guard.engine.objects import Obj
 
 __all__ = ["default_and_validate"]
 
 
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = f"{_DNS1123_LABEL}(\\.{_DNS1123_LABEL})*"
 _DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _URL_FORM = "; desired format: https://host[/path]"
 _REVIEW_VERSIONS = ("v1", "v1beta1")
@@ -40,38 +40,23 @@ def _value(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return go_quote(value)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "[]string{" + ", ".join(json.dumps(v) for v in value) + "}"
+        return go_string_slice(value)
     return json.dumps(value)
 
 
 def _invalid(causes: list[Cause], path: str, value: Any, why: str) -> None:
-    causes.append(Cause("FieldValueInvalid", path, f"{path}: Invalid value: {_value(value)}: {why}"))
+    causes.append(field_error("Invalid", path, f"{_value(value)}: {why}"))
 
 
 def _required(causes: list[Cause], path: str, why: str = "") -> None:
-    text = f"{path}: Required value: {why}" if why else f"{path}: Required value"
-    causes.append(Cause("FieldValueRequired", path, text))
+    causes.append(field_error("Required", path, why))
 
 
 def _not_supported(causes: list[Cause], path: str, value: Any, supported: list[str]) -> None:
-    allowed = ", ".join(json.dumps(v) for v in sorted(supported))
-    text = f"{path}: Unsupported value: {_value(value)}: supported values: {allowed}"
-    causes.append(Cause("FieldValueNotSupported", path, text))
-
-
-def _subdomain_errors(name: str) -> list[str]:
-    errors = []
-    if len(name) > 253:
-        errors.append("must be no more than 253 characters")
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, name):
-        errors.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-            f"validation is '{_DNS1123_SUBDOMAIN}')"
-        )
-    return errors
+    allowed = ", ".join(go_quote(v) for v in sorted(supported))
+    causes.append(field_error("NotSupported", path, f"{_value(value)}: supported values: {allowed}"))
 
 
 def _validate_name(causes: list[Cause], path: str, name: Any) -> None:
@@ -80,7 +65,7 @@ def _validate_name(causes: list[Cause], path: str, name: Any) -> None:
         _required(causes, path)
         return
     name = str(name)
-    errors = _subdomain_errors(name)
+    errors = dns1123_subdomain_errors(name)
     if errors:
         _invalid(causes, path, name, ",".join(errors))
     elif len(name.split(".")) < 3:
@@ -199,7 +184,7 @@ def _validate_service(causes: list[Cause], path: str, svc: Obj) -> None:
         if not step:
             _invalid(causes, f"{path}.path", url_path, f"segment[{i}] may not be empty")
             continue
-        for failure in _subdomain_errors(step):
+        for failure in dns1123_subdomain_errors(step):
             _invalid(causes, f"{path}.path", url_path, f"segment[{i}]: {failure}")
 
 
@@ -247,12 +232,12 @@ def default_and_validate(config: Obj, *, mutating: bool) -> list[Cause]:
     if hooks is None:
         return causes
     if not isinstance(hooks, list):
-        return [Cause("FieldValueInvalid", "webhooks", "webhooks: Invalid value: must be a list")]
+        return [field_error("Invalid", "webhooks", "must be a list")]
     seen: set[str] = set()
     for i, hook in enumerate(hooks):
         at = f"webhooks[{i}]"
         if not isinstance(hook, dict):
-            causes.append(Cause("FieldValueInvalid", at, f"{at}: Invalid value: must be an object"))
+            causes.append(field_error("Invalid", at, "must be an object"))
             continue
         _default(hook, mutating=mutating)
         _validate_name(causes, f"{at}.name", hook.get("name"))
@@ -289,8 +274,6 @@ def default_and_validate(config: Obj, *, mutating: bool) -> list[Cause]:
         name = str(hook.get("name") or "")
         if name:
             if name in seen:
-                causes.append(
-                    Cause("FieldValueDuplicate", f"{at}.name", f'{at}.name: Duplicate value: "{name}"')
-                )
+                causes.append(field_error("Duplicate", f"{at}.name", go_quote(name)))
             seen.add(name)
     return causes

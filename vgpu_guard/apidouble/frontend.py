@@ -3,7 +3,7 @@
 Both doors into the double go through here: the HTTPS server (``server.py``) for real clients and
 ``MemoryClusterClient`` for in-process tests, so RBAC and webhooks act the same on both. The order
 is kube-apiserver's (k8s.io/apiserver/pkg/endpoints/handlers/create.go, update.go, delete.go):
-authorize -> decode + defaults + built-in admission (``Store.prepare_*``) -> mutating webhooks ->
+authorize -> decode + defaults + built-in admission (``Store.prepare``) -> mutating webhooks ->
 validation (``Store.complete``) -> validating webhooks -> storage (``Store.commit``).
 
 With no webhook configurations stored and RBAC off the path costs a few function calls, which
@@ -205,7 +205,7 @@ class Frontend:
             namespace = (body.get("metadata") or {}).get("namespace")  # as kubectl takes it from the object
         self.authorize(user, "create", resource, namespace=namespace)
         return await self._write(
-            lambda: self.store.prepare_create(resource, body, namespace=namespace, dry_run=dry_run), user
+            lambda: self.store.prepare.create(resource, body, namespace=namespace, dry_run=dry_run), user
         )
 
     async def update(
@@ -222,7 +222,7 @@ class Frontend:
         self.store.type_of(resource)
         self.authorize(user, "update", resource, namespace=namespace, name=name, subresource=subresource)
         return await self._write(
-            lambda: self.store.prepare_update(
+            lambda: self.store.prepare.update(
                 resource, body, name=name, namespace=namespace, subresource=subresource, dry_run=dry_run
             ),
             user,
@@ -243,7 +243,7 @@ class Frontend:
         self.store.type_of(resource)
         self.authorize(user, "patch", resource, namespace=namespace, name=name, subresource=subresource)
         return await self._write(
-            lambda: self.store.prepare_patch(
+            lambda: self.store.prepare.patch(
                 resource,
                 name,
                 patch,
@@ -270,7 +270,7 @@ class Frontend:
         self.store.type_of(resource)
         self.authorize(user, "delete", resource, namespace=namespace, name=name)
         return await self._write(
-            lambda: self.store.prepare_delete(
+            lambda: self.store.prepare.delete(
                 resource,
                 name,
                 namespace=namespace,
@@ -288,7 +288,7 @@ class Frontend:
         """POST pods/NAME/binding: RBAC ``create`` on ``pods/binding`` with the pod's name."""
         self.authorize(user, "create", PODS, namespace=namespace, name=name, subresource="binding")
         return await self._write(
-            lambda: self.store.prepare_bind(namespace, name, binding, dry_run=dry_run), user
+            lambda: self.store.prepare.bind(namespace, name, binding, dry_run=dry_run), user
         )
 
     async def _create_binding(
@@ -302,4 +302,4 @@ class Frontend:
             raise st.bad_request("a namespace is required to create bindings")
         self.authorize(user, "create", BINDINGS, namespace=namespace)
         ns = namespace
-        return await self._write(lambda: self.store.prepare_bind(ns, None, body, dry_run=dry_run), user)
+        return await self._write(lambda: self.store.prepare.bind(ns, None, body, dry_run=dry_run), user)

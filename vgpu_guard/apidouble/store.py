@@ -14,7 +14,7 @@ Design choices:
   opaque string. Each resource keeps a bounded event history (``watch_window``), like the watch
   cache: a watch from a version older than the window gets ``Expired`` (410).
 - A write is three steps so the admission chain can sit where kube-apiserver runs it:
-  ``prepare_*`` (decode, defaults, built-in admission: NamespaceLifecycle, Priority,
+  ``prepare.*`` (decode, defaults, built-in admission: NamespaceLifecycle, Priority,
   ServiceAccount) -> mutating webhooks -> ``complete`` (prune/default again, name generation,
   PrepareForCreate/Update, validation) -> validating webhooks -> ``commit`` (preconditions,
   persistence, events). The synchronous ``create``/``replace``/``patch``/``delete``/``bind``
@@ -96,7 +96,8 @@ class Store:
         completer = self._completer = Completer(table)
         self._controllers = Controllers(table, self.create)
         self._reads = Reads(table)
-        self._preparer = Preparer(table, admission)
+        # The write's first step, one method per verb (``store.prepare.create(...)``): ``_prepare``.
+        self.prepare = Preparer(table, admission)
         self._committer = Committer(table, completer, admission, self._controllers)
         for info in BUILTIN_TYPES:
             table.register(info)
@@ -189,76 +190,6 @@ class Store:
         self._controllers.publish_root_ca(ca_pem)
 
     # -- the write pipeline: prepare -> (mutating) -> complete -> (validating) -> commit -------
-    def prepare_create(
-        self, resource: Resource, body: Any, *, namespace: str | None = None, dry_run: bool = False
-    ) -> Pending:
-        return self._preparer.create(resource, body, namespace=namespace, dry_run=dry_run)
-
-    def prepare_update(
-        self,
-        resource: Resource,
-        body: Any,
-        *,
-        name: str | None = None,
-        namespace: str | None = None,
-        subresource: str = "",
-        dry_run: bool = False,
-    ) -> Pending:
-        """PUT: ``body``'s resourceVersion, when set, is a precondition."""
-        return self._preparer.update(
-            resource, body, name=name, namespace=namespace, subresource=subresource, dry_run=dry_run
-        )
-
-    def prepare_patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = "merge",
-        subresource: str = "",
-        dry_run: bool = False,
-    ) -> Pending:
-        """PATCH: applied to the stored object; a resourceVersion the patch sets is a precondition."""
-        return self._preparer.patch(
-            resource,
-            name,
-            patch,
-            namespace=namespace,
-            patch_type=patch_type,
-            subresource=subresource,
-            dry_run=dry_run,
-        )
-
-    def prepare_delete(
-        self,
-        resource: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        grace_period_seconds: int | None = None,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        dry_run: bool = False,
-    ) -> Pending:
-        return self._preparer.delete(
-            resource,
-            name,
-            namespace=namespace,
-            grace_period_seconds=grace_period_seconds,
-            uid=uid,
-            resource_version=resource_version,
-            dry_run=dry_run,
-        )
-
-    def prepare_bind(
-        self, namespace: str, name: str | None, binding: Any, *, dry_run: bool = False
-    ) -> Pending:
-        """POST pods/NAME/binding, or the legacy POST bindings when ``name`` is None (the Binding
-        names its pod); pkg/registry/core/pod/storage/storage.go BindingREST, LegacyBindingREST."""
-        return self._preparer.bind(namespace, name, binding, dry_run=dry_run)
-
     def complete(self, pending: Pending) -> None:
         """Name generation, PrepareForCreate/Update and validation (raises ``Invalid``)."""
         self._completer.complete(pending)
@@ -267,7 +198,7 @@ class Store:
         """Persist (unless dry run) and emit events; returns what the client receives.
 
         For a bind the answer is a Status Success (code 201). Raises ``RetryWrite`` when an
-        unconditional write lost a race against another write since ``prepare_*``."""
+        unconditional write lost a race against another write since ``prepare.*``."""
         return self._committer.commit(pending)
 
     # -- synchronous convenience (no webhooks) -------------------------------------------------
@@ -282,7 +213,7 @@ class Store:
     def create(
         self, resource: Resource, obj: Any, *, namespace: str | None = None, dry_run: bool = False
     ) -> Obj:
-        return self._run(lambda: self.prepare_create(resource, obj, namespace=namespace, dry_run=dry_run))[0]
+        return self._run(lambda: self.prepare.create(resource, obj, namespace=namespace, dry_run=dry_run))[0]
 
     def replace(
         self,
@@ -297,7 +228,7 @@ class Store:
         if namespace is None and isinstance(obj, Mapping):
             namespace = (obj.get("metadata") or {}).get("namespace")
         return self._run(
-            lambda: self.prepare_update(
+            lambda: self.prepare.update(
                 resource, obj, name=name, namespace=namespace, subresource=subresource, dry_run=dry_run
             )
         )[0]
@@ -314,7 +245,7 @@ class Store:
         dry_run: bool = False,
     ) -> Obj:
         return self._run(
-            lambda: self.prepare_patch(
+            lambda: self.prepare.patch(
                 resource,
                 name,
                 patch,
@@ -338,7 +269,7 @@ class Store:
     ) -> Obj:
         """DELETE; returns the object as it stands afterwards (Terminating, or the final state)."""
         return self._run(
-            lambda: self.prepare_delete(
+            lambda: self.prepare.delete(
                 resource,
                 name,
                 namespace=namespace,
@@ -350,4 +281,4 @@ class Store:
         )[0]
 
     def bind(self, namespace: str, name: str | None, binding: Any, *, dry_run: bool = False) -> Obj:
-        return self._run(lambda: self.prepare_bind(namespace, name, binding, dry_run=dry_run))[0]
+        return self._run(lambda: self.prepare.bind(namespace, name, binding, dry_run=dry_run))[0]

@@ -165,9 +165,7 @@ def _not_found_path(path: str) -> Exception:
         return _NotAnAPIPath(path)
     if len(segs) >= 2 and segs[0] == "apis" and segs[1] not in _BUILTIN_GROUPS:
         return _PageNotFound(path)
-    return st.raise_status(
-        st.make_status(404, "NotFound", "the server could not find the requested resource", name="")
-    )
+    return st.not_served()
 
 
 def _parse_target(store: Store, path: str) -> _Target:
