@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import ClassVar
 
 import grimp
 
@@ -77,3 +80,113 @@ def test_a_circle_is_found() -> None:
             return {"a": {"b"}, "b": {"a", "c"}, "c": set()}[module]
 
     assert _circles(Graph()) == [["a", "b"]]  # type: ignore[arg-type]
+
+
+# -- every product module is the product's: reachable from where the product starts -------------
+SHELLS = ("vgpu_guard.webhook", "vgpu_guard.controller")  # the top-level shells (design card)
+
+
+def _entry_points() -> set[str]:
+    """Where the product starts: the console scripts of pyproject.toml, every ``python -m`` module
+    (a ``__main__`` guard, or a package's ``__main__.py``) and the shells' packages."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    found = {target.split(":")[0] for target in scripts.values()}
+    for path in (ROOT / "vgpu_guard").resolve().rglob("*.py"):
+        rel = path.relative_to((ROOT / "vgpu_guard").resolve()).with_suffix("")
+        name = ".".join(("vgpu_guard", *rel.parts)).removesuffix(".__init__")
+        tree = ast.parse(path.read_text("utf-8"))
+        guarded = any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body)
+        if guarded or rel.name == "__main__":
+            found.add(name)
+    return found | set(SHELLS)
+
+
+def _dynamic_imports() -> dict[str, set[str]]:
+    """Imports grimp cannot see: ``vgpu-guard`` loads each subcommand's module by name."""
+    from vgpu_guard.cli import app
+
+    return {"vgpu_guard.cli.app": {f"vgpu_guard.cli.{name}" for name in app._COMMANDS}}
+
+
+def _not_reached(
+    graph: grimp.ImportGraph, package: str, roots: set[str], dynamic: dict[str, set[str]]
+) -> list[str]:
+    """The modules of ``package`` no chain of imports reaches from ``roots`` (importing ``a.b.c``
+    runs ``a`` and ``a.b`` too): what only tests, or nothing, import."""
+    missing = sorted(r for r in roots if r not in graph.modules)
+    assert not missing, f"entry points that are not modules: {missing}"
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += graph.find_modules_directly_imported_by(module)
+        todo += dynamic.get(module, ())
+    return sorted(m for m in graph.modules if m.split(".")[0] == package and m not in seen)
+
+
+def _product_graph() -> grimp.ImportGraph:
+    """vgpu_guard and the tests, run-time imports only (an import under TYPE_CHECKING loads nothing)."""
+    return grimp.build_graph("vgpu_guard", "tests", exclude_type_checking_imports=True)
+
+
+def test_no_product_module_is_imported_only_by_tests() -> None:
+    """Issue 45: every module of vgpu_guard is reached from an entry point; one only the tests reach
+    is test code in the product (it belongs under tests/, as tests/apidouble_support/ does)."""
+    graph = _product_graph()
+    orphans = _not_reached(graph, "vgpu_guard", _entry_points(), _dynamic_imports())
+    who = {
+        m: sorted(i for i in graph.find_modules_that_directly_import(m) if i.startswith("tests."))
+        for m in orphans
+    }
+    assert orphans == [], f"product modules no entry point reaches (module: the tests importing it): {who}"
+
+
+def test_the_entry_points_are_the_products() -> None:
+    assert {"vgpu_guard.cli.main", "vgpu_guard.controlplane.__main__", *SHELLS} <= _entry_points()
+    assert "vgpu_guard.cli.sandbox" in _dynamic_imports()["vgpu_guard.cli.app"]
+
+
+def test_a_module_only_tests_import_is_found() -> None:
+    """The finder itself, on a graph made up for it: a module only a test imports is reported, a
+    subcommand loaded by name is not, and neither is a package whose submodule is imported."""
+
+    class Graph:
+        imports: ClassVar[dict[str, set[str]]] = {
+            "pkg.cli.main": {"pkg.cli.app"},
+            "pkg.cli.app": set(),
+            "pkg.cli.review": {"pkg.core.rules"},
+            "pkg.core.rules": set(),
+            "pkg.core.fakes": {"pkg.core.rules"},
+            "pkg.core": set(),
+            "pkg.cli": set(),
+            "pkg": set(),
+            "tests.test_rules": {"pkg.core.fakes", "pkg.core.rules"},
+        }
+        modules = frozenset(imports)
+
+        def find_modules_directly_imported_by(self, module: str) -> set[str]:
+            return self.imports[module]
+
+    found = _not_reached(Graph(), "pkg", {"pkg.cli.main"}, {"pkg.cli.app": {"pkg.cli.review"}})  # type: ignore[arg-type]
+    assert found == ["pkg.core.fakes"]
+    assert _not_reached(Graph(), "pkg", {"pkg.cli.main"}, {}) == [  # type: ignore[arg-type]
+        "pkg.cli.review",
+        "pkg.core",
+        "pkg.core.fakes",
+        "pkg.core.rules",
+    ]
+
+
+def test_the_real_graph_would_show_a_module_the_product_stopped_importing() -> None:
+    """A regression, made on the real graph: were the sandbox to stop serving the double over HTTPS,
+    the double's HTTPS side would be imported by tests only, and the test would name it."""
+    graph = _product_graph()
+    graph.remove_import(importer="vgpu_guard.cli.sandbox", imported="vgpu_guard.apidouble.http.server")
+    orphans = _not_reached(graph, "vgpu_guard", _entry_points(), _dynamic_imports())
+    assert "vgpu_guard.apidouble.http.server" in orphans
+    assert "vgpu_guard.apidouble.http._tls" in orphans
