@@ -18,12 +18,17 @@ then with the churn and the reviews:
 * node churn: N/10 Node status updates a second (a heartbeat condition, as kubelets at 10 s),
   spread evenly;
 * ledger churn: 20 GPULedger writes a second (an entry added or removed on a random node), what
-  the webhook's caches see of Volcano's Bindings reserved by the arbiter (any replica's).
+  the webhook's caches see of Volcano's Bindings reserved by the arbiter (any replica's);
+* arbiter: no churn, and instead of pod reviews Volcano's Bindings at ``--bind-rate`` (20/s) sent
+  to the arbiter's route (``/validate/pod-allocations``; a Binding as Volcano >= 1.16 sends it, for
+  an unbound pod of the cluster, one vGPU on a card of a random node): each is reserved with a
+  compare-and-swap write of that node's GPULedger into the API double, as in production.
 
 Reported per size and case: p50, p99, the webhook's CPU per review (its process CPU during the
 reviews minus the churn's own CPU rate over the same time, per review) and the process's CPU per
 review without that subtraction, the churn's CPU per second, full (generation 2) collections and
-their longest pause; ratios against 100 nodes in the same run; the webhook's peak RSS.
+their longest pause; ratios against 100 nodes in the same run; the webhook's peak RSS. In the
+arbiter case a "review" is a Binding, and every one must be allowed (errors counts the rest).
 """
 
 from __future__ import annotations
@@ -198,16 +203,23 @@ def install_crds(store: Any) -> None:
         store.create(CRDS, yaml.safe_load(volcano.joinpath(f"{name}.yaml").read_text()))
 
 
-def cluster_main(conn: Any, nodes: int, directory: str) -> None:
+def cluster_main(conn: Any, nodes: int, directory: str, binds: int) -> None:
     # The API server runs on other machines in a cluster; here it shares 2 cores with the webhook,
     # so it gets only the CPU the webhook leaves (the webhook's latency is then its own).
     os.nice(19)
-    asyncio.run(_cluster(conn, nodes, directory))
+    asyncio.run(_cluster(conn, nodes, directory, binds))
 
 
-async def _cluster(conn: Any, n: int, directory: str) -> None:
+def bind_pod(k: int) -> Obj:
+    """An unbound pod of one vGPU that Volcano will bind (the arbiter case's k-th Binding)."""
+    pod = copy.deepcopy(vgpu_pod())
+    pod["metadata"] = {"name": f"bind-{k:05d}", "namespace": "ml-team"}
+    return pod
+
+
+async def _cluster(conn: Any, n: int, directory: str, binds: int) -> None:
     from vgpu_guard.apidouble.http.server import serve_double
-    from vgpu_guard.kube.resources import LEDGERS, NODES
+    from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, NODES, PODS
 
     async with serve_double(Path(directory)) as api:
         store = api.store
@@ -215,7 +227,10 @@ async def _cluster(conn: Any, n: int, directory: str) -> None:
         for i in range(n):
             store.create(NODES, fleet_node(i))
             store.create(LEDGERS, ledger(i, 4))
+        store.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}})
+        pods = [store.create(PODS, bind_pod(k), namespace="ml-team") for k in range(binds)]
         conn.send(str(api.kubeconfig))
+        conn.send([p["metadata"]["uid"] for p in pods])
         state: dict[str, Any] = {"mode": "quiet", "stop": False, "made": 0}
         loop = asyncio.get_running_loop()
 
@@ -319,6 +334,7 @@ async def _webhook(conn: Any, kubeconfig: str, cert_pem: bytes, key_pem: bytes) 
         views=cache,
         ssl_context=context,
         registry=CollectorRegistry(),
+        client=client,  # as `serve webhook` runs it: the arbiter and its cache of unbound pods
         host="127.0.0.1",
         port=0,
         ops_port=0,
@@ -345,7 +361,7 @@ class FleetLoad:
     """An open loop of ``rate`` reviews/s for ``seconds``; the webhook's CPU read around it."""
 
     urls: tuple[str, ...]
-    body: bytes
+    bodies: tuple[bytes, ...]  # request i sends bodies[i % len(bodies)] to urls[i % len(urls)]
     ca_pem: str
     rate: float
     seconds: float
@@ -365,21 +381,21 @@ async def _load(spec: FleetLoad) -> Obj:
     connector = aiohttp.TCPConnector(ssl=context, limit=32)
     async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def one(url: str) -> bool:
-            async with session.post(url, data=spec.body, headers=headers) as response:
-                await response.read()
-                return response.status == 200
+        async def one(url: str, body: bytes) -> bool:
+            async with session.post(url, data=body, headers=headers) as response:
+                answer = await response.read()
+                return response.status == 200 and json.loads(answer)["response"]["allowed"] is True
 
-        async def at(due: float, url: str, record: bool) -> None:
+        async def at(due: float, i: int, record: bool) -> None:
             nonlocal errors
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            ok = await one(url)
+            ok = await one(spec.urls[i % len(spec.urls)], spec.bodies[i % len(spec.bodies)])
             if record:
                 latencies.append(time.perf_counter() - due)
                 errors += 0 if ok else 1
 
         # Warm-up: four connections (TLS handshakes) and the server's first view, not recorded.
-        await asyncio.gather(*(one(spec.urls[0]) for _ in range(4)))
+        await asyncio.gather(*(one(spec.urls[0], spec.bodies[k]) for k in range(4)))
         start = time.perf_counter() + spec.warmup
         cpu0: list[float] = []
 
@@ -392,7 +408,7 @@ async def _load(spec: FleetLoad) -> Obj:
         tasks = [asyncio.create_task(read_cpu_at_start())]
         for i in range(-warm, total):
             due = start + i / spec.rate
-            tasks.append(asyncio.create_task(at(due, spec.urls[i % len(spec.urls)], i >= 0)))
+            tasks.append(asyncio.create_task(at(due, i + warm + 4, i >= 0)))
         await asyncio.gather(*tasks)
         cpu = process_cpu(spec.pid) - cpu0[0]
         elapsed = time.perf_counter() - start
@@ -411,12 +427,40 @@ async def _load(spec: FleetLoad) -> Obj:
 
 # --- the run -----------------------------------------------------------------------------------
 
-CASES = ("quiet", "nodes", "ledgers")
+CASES = ("quiet", "nodes", "ledgers", "arbiter")
 CASE_NAMES = {
     "quiet": "no changes",
     "nodes": "node churn (N/10 status/s)",
     "ledgers": "ledger churn (20 writes/s)",
+    "arbiter": "arbiter (Bindings, no churn)",
 }
+VOLCANO = "system:serviceaccount:volcano-system:volcano-scheduler"
+
+
+def binding_review(uid: str, k: int, nodes: int) -> Obj:
+    """The AdmissionReview of the k-th Binding as Volcano >= 1.16 sends it (device_info.go,
+    DefaultBinder.Bind): the assignment on the Binding, one 20 GiB vGPU with 30 % of the cores (what
+    the pod asks) on card k % 8 of a node."""
+    node = f"gpu-{random.Random(k).randrange(nodes):05d}"
+    raw = f"GPU-{node}-{k % 8},NVIDIA,20480,30:;"
+    notes = {
+        "volcano.sh/vgpu-ids-new": raw,
+        "volcano.sh/devices-to-allocate": raw,
+        "volcano.sh/vgpu-node": node,
+    }
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": f"bind-{k:05d}", "namespace": "ml-team", "uid": uid, "annotations": notes},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    body = review(binding)
+    request = body["request"]
+    request["kind"] = request["requestKind"] = {"group": "", "version": "v1", "kind": "Binding"}
+    request["resource"] = request["requestResource"] = {"group": "", "version": "v1", "resource": "pods"}
+    request["subResource"] = request["requestSubResource"] = "binding"
+    request["userInfo"] = {"username": VOLCANO, "groups": ["system:serviceaccounts", "system:authenticated"]}
+    return body
 
 
 def full_pauses(pauses: list[tuple[int, float]]) -> tuple[int, float, float]:
@@ -429,10 +473,12 @@ def run_size(n: int, args: argparse.Namespace, spawn: Any, ca: Any, cert: Any) -
     out: Obj = {"cases": {}}
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as directory:
         cluster_conn, child = spawn.Pipe()
-        cluster = spawn.Process(target=cluster_main, args=(child, n, directory), daemon=True)
+        binds = bind_count(args)
+        cluster = spawn.Process(target=cluster_main, args=(child, n, directory, binds), daemon=True)
         cluster.start()
         t0 = time.perf_counter()
         kubeconfig = cluster_conn.recv()
+        uids = cluster_conn.recv()
         out["created_s"] = time.perf_counter() - t0
         hook_conn, child = spawn.Pipe()
         hook = spawn.Process(
@@ -452,7 +498,9 @@ def run_size(n: int, args: argparse.Namespace, spawn: Any, ca: Any, cert: Any) -
             out["synced_s"] = started["synced_s"]
             port = started["port"]
             urls = (f"https://127.0.0.1:{port}/mutate/pods", f"https://127.0.0.1:{port}/validate/pods")
-            body = json.dumps(review(vgpu_pod())).encode()
+            bodies = (json.dumps(review(vgpu_pod())).encode(),) * 4
+            arbiter = (f"https://127.0.0.1:{port}/validate/pod-allocations",)
+            bindings = tuple(json.dumps(binding_review(uid, k, n)).encode() for k, uid in enumerate(uids))
             ca_pem = ca.cert_pem.bytes().decode()
             with spawn.Pool(1) as pool:
                 for case in CASES:
@@ -463,7 +511,12 @@ def run_size(n: int, args: argparse.Namespace, spawn: Any, ca: Any, cert: Any) -
                     churn_rate = (process_cpu(hook.pid) - c0) / (time.perf_counter() - t)
                     hook_conn.send("gc")
                     hook_conn.recv()
-                    spec = FleetLoad(urls, body, ca_pem, args.rate, args.seconds, args.warmup, hook.pid)
+                    if case == "arbiter":
+                        spec = FleetLoad(
+                            arbiter, bindings, ca_pem, args.bind_rate, args.seconds, args.warmup, hook.pid
+                        )
+                    else:
+                        spec = FleetLoad(urls, bodies, ca_pem, args.rate, args.seconds, args.warmup, hook.pid)
                     cluster_conn.send({"made": True})
                     made = cluster_conn.recv()
                     r = pool.apply(load, (spec,))
@@ -490,13 +543,18 @@ def run_size(n: int, args: argparse.Namespace, spawn: Any, ca: Any, cert: Any) -
     return out
 
 
+def bind_count(args: argparse.Namespace) -> int:
+    """Bindings the arbiter case sends: its warm-up connections, warm-up and measured window."""
+    return 4 + int(args.bind_rate * (args.warmup + args.seconds)) + 1
+
+
 def report(results: dict[int, Obj], args: argparse.Namespace) -> None:
     print(f"webhook fleet benchmark; Python {sys.version.split()[0]}; {os.cpu_count()} cores, {cpu_model()}")
     freeze = "on" if args.gc_freeze else "off (--no-gc-freeze)"
     print(f"gc.freeze after sync: {freeze}; load average at the end {os.getloadavg()}")
     print(
         f"open loop {args.rate:g} reviews/s (mutate and validate in turn) for {args.seconds:g} s per case; "
-        f"churn alone {args.alone:g} s first"
+        f"churn alone {args.alone:g} s first; arbiter case {args.bind_rate:g} Bindings/s"
     )
     base = results[min(results)]
     for n, r in results.items():
@@ -538,6 +596,7 @@ def main() -> int:
     parser.add_argument("--sizes", default=None, help="fleet sizes, comma-separated (default 100,1000,5000)")
     parser.add_argument("--seconds", type=float, default=None, help="reviews per case, seconds (default 15)")
     parser.add_argument("--rate", type=float, default=40.0, help="reviews per second (default 40)")
+    parser.add_argument("--bind-rate", type=float, default=20.0, help="arbiter case: Bindings/s (default 20)")
     parser.add_argument(
         "--no-gc-freeze", dest="gc_freeze", action="store_false", help="the webhook without its gc.freeze"
     )

@@ -4,7 +4,8 @@ Both halves of a pass write ledgers (the reconciler its releases and adoptions, 
 reservations) and both need the same rules (issue 36): every write is a CAS through the one
 ``LedgerWriter``; a 409 is that node's alone (issue 44: with the arbiter writing the same ledgers
 races are routine): once all writes have ended ``NodeConflicts`` names the nodes that lost, and the
-caller undoes its decisions there and decides them again from the next read, leaving every other
+caller undoes its decisions there and decides them again from a fresh read of that node's ledger
+(one GET, taken into the cache: ``LedgerWriter.refresh``), leaving every other
 node's work and the world as they are; any other failure is that node's alone too: it is held
 out of placement until its retry (controller/node_queue.py) and reported on the Node and its
 GPULedger, and every other node's writes go on. The ledger summary (kubectl's FREE-MIB) follows
@@ -129,6 +130,9 @@ class NodeWrites:
 
         await gather_bounded((one(name, *args) for name, args in sorted(writes.items())), self.concurrency)
         if conflicts:
+            # Each loser is decided again on a fresh read of its own ledger, not the cached one that
+            # lost (the watch may not have brought the winner yet); no other node is read.
+            await gather_bounded((self.writer.refresh(name) for name in sorted(conflicts)), self.concurrency)
             raise NodeConflicts(conflicts, failed)
         return failed
 

@@ -9,18 +9,22 @@ with the reason and goes elsewhere when it fits; the node is retried once its ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import conflict_error
-from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, gpu_node, running, until, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.controller.node_queue import NodeQueue
+from vgpu_guard.kube.client import WatchEvent
 from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, NotFound
 from vgpu_guard.kube.resources import LEDGERS, NODES, Resource
 
@@ -222,6 +226,56 @@ async def test_a_race_lost_on_one_node_costs_that_node_alone_and_no_full_resync(
     client.refused.clear()
     await cluster.converge(controller)
     assert cluster.bound() == {"on-a": "gpu-a", "on-b": "gpu-b"}
+    assert controller.world.full_resyncs == 0
+
+
+class LaggingLedgerWatch(MemoryClusterClient):
+    """The double, except that the GPULedger watch never delivers: the informer knows its LIST only."""
+
+    def watch(self, resource: Resource, **kwargs: Any) -> AsyncIterator[WatchEvent]:
+        if resource is LEDGERS:
+            return self._silent()
+        return super().watch(resource, **kwargs)
+
+    async def _silent(self) -> AsyncIterator[WatchEvent]:
+        await asyncio.Event().wait()  # until the informer is cancelled
+        nothing: list[WatchEvent] = []
+        for event in nothing:
+            yield event
+
+
+async def test_a_race_lost_behind_a_lagging_watch_is_decided_on_a_fresh_read_of_that_node() -> None:
+    """Issue 44: after a 409 the node is decided again on its ledger as stored (one GET), not on
+    the cached version that lost: with the ledger watch silent, a write by another writer costs
+    one conflict, never one per pass until a relist."""
+    cluster = Cluster([gpu_node("gpu-a", 1)])
+    client = LaggingLedgerWatch(cluster.store)
+    inputs = CachedInputs(client)
+    controller = AllocationController(
+        client,
+        cluster.config,
+        identity="r1",
+        clock=cluster.clock,
+        registry=CollectorRegistry(),
+        inputs=inputs,
+    )
+    async with running(inputs):
+        cluster.create_pod(pinned("first", "gpu-a"))
+        await until(lambda: ("default", "first") in inputs.pods.items)
+        assert (await controller.run_once()).bound == ["default/first"]
+        cluster.plugin()  # the device plugin takes it: the node is free for the next binding
+        stored = copy.deepcopy(cluster.store.get(LEDGERS, "gpu-a"))
+        stored["metadata"].setdefault("labels", {})["written-by"] = "another-writer"
+        cluster.store.replace(LEDGERS, stored)  # a new resourceVersion the informer never sees
+        cluster.create_pod(pinned("second", "gpu-a"))
+        await until(lambda: ("default", "second") in inputs.pods.items)
+        conflicts, bound = 0, list[str]()
+        for _ in range(5):
+            result = await controller.run_once()
+            conflicts, bound = conflicts + result.conflicts, bound + result.bound
+            if bound:
+                break
+    assert (conflicts, bound) == (1, ["default/second"])
     assert controller.world.full_resyncs == 0
 
 

@@ -200,6 +200,19 @@ class LedgerWriter:
         own = self._latest.get(cached.node)
         return own if own is not None and _rv_number(own) > _rv_number(cached) else cached
 
+    async def refresh(self, node: str) -> None:
+        """After a 409: read ``node``'s ledger as stored and hand it to ``on_written`` (the
+        controller's cache takes it if newer), so that node is decided again on what won the race,
+        not on the cached version that lost it. One GET of one node, as client-go's conflict
+        retries re-get the object; a watch that lags never costs a second 409. A failed read is
+        left to the watch: the next write's precondition still guards it."""
+        try:
+            obj = await self.client.get(LEDGERS, node)
+        except KubeError:
+            return
+        if self.on_written is not None:
+            self.on_written(obj)
+
     async def read(self, node: str) -> NodeLedger:
         """The ledger as stored now (an empty, not-yet-created one when there is none)."""
         try:
