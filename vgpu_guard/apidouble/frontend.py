@@ -1,12 +1,12 @@
 """The request path in front of the store: authorization, then the admission chain, then storage.
 
 Both doors into the double go through here: the HTTPS server (``server.py``) for real clients and
-``MemoryClusterClient`` for in-process tests, so RBAC and webhooks act the same on both. The order
+``MemoryClusterClient`` for in-process use, so authorization and webhooks act the same on both. The order
 is kube-apiserver's (k8s.io/apiserver/pkg/endpoints/handlers/create.go, update.go, delete.go):
 authorize -> decode + defaults + built-in admission (``Store.prepare``) -> mutating webhooks ->
 validation (``Store.complete``) -> validating webhooks -> storage (``Store.commit``).
 
-With no webhook configurations stored and RBAC off the path costs a few function calls, which
+With no webhook configurations stored and no authorizer the path costs a few function calls, which
 keeps the controller's property tests (100k operations) fast.
 """
 
