@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, Phase, too_many_containers
+from vgpu_guard.engine.admission import WORKLOAD_RESOURCES, Phase
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.decision import AdmissionDecision
 from vgpu_guard.kube.client import ClusterClient
@@ -36,11 +36,10 @@ from vgpu_guard.kube.ledger_writer import LedgerWriteMetrics, LedgerWriter
 from vgpu_guard.logs import audit
 from vgpu_guard.webhook.arbiter import Arbiter
 from vgpu_guard.webhook.audit_fields import violation_fields
-from vgpu_guard.webhook.fresh_queues import with_stored_queues
 from vgpu_guard.webhook.metrics import OTHER_RESOURCE, AdmissionMetrics
 from vgpu_guard.webhook.pending_pods import PendingPods
-from vgpu_guard.webhook.recording import decide_and_record
 from vgpu_guard.webhook.review import ReviewError, ReviewRequest, decode_review, encode_response, to_engine
+from vgpu_guard.webhook.rule_routes import decide_by_rules
 from vgpu_guard.webhook.stuck_refusals import StuckNotices
 from vgpu_guard.webhook.views import ViewSource
 
@@ -60,10 +59,9 @@ class Route:
     phase: Phase
     resources: frozenset[tuple[str, str]]
     # The allocation route: who writes an assignment, then the ledger arbiter (webhook/arbiter.py).
+    # Every other route decides by the rules, objects over webhook.maxContainers denied first
+    # (rule_routes.py); the arbiter reads metadata only and caps nothing.
     arbitrates: bool = False
-    # Deny objects over webhook.maxContainers before any rule. Off where only metadata is read
-    # (allocation annotations): a kubelet status write must never be refused for the pod's size.
-    caps_containers: bool = True
 
 
 ROUTES: tuple[Route, ...] = (
@@ -76,7 +74,6 @@ ROUTES: tuple[Route, ...] = (
         "validate",
         frozenset({("", "pods"), ("", "bindings")}),
         arbitrates=True,
-        caps_containers=False,
     ),
 )
 
@@ -166,15 +163,10 @@ async def _read_body(http: web.Request) -> bytes | web.Response:
 async def _decide(
     route: Route, app: web.Application, review: ReviewRequest, owned: bool
 ) -> AdmissionDecision:
-    """The route's decision on a decoded review: the container cap first, then the arbiter (the
-    allocation route) or the rules; a resource this path does not own is admitted untouched."""
+    """The route's decision on a decoded review: the arbiter (the allocation route) or the rules
+    (rule_routes.py, the container cap first); a resource this path does not own is admitted
+    untouched."""
     config = app[CONFIG]
-    # The cap protects rules that walk containers; the allocation route reads annotations only,
-    # and must never refuse a kubelet's status write for the size of a pod admitted long ago.
-    walks = owned and route.caps_containers
-    too_large = too_many_containers(review.object, config.webhook.max_containers) if walks else None
-    if too_large is not None:
-        return too_large
     if not owned:
         # A webhook configuration routed something here that this path does not decide:
         # admit untouched (never block a resource we do not own) and say so in the log.
@@ -190,11 +182,11 @@ async def _decide(
         )
         return AdmissionDecision(allowed=True)
     if route.arbitrates:
+        # The allocation route reads annotations only: no container cap, so a kubelet's status
+        # write is never refused for the size of a pod admitted long ago.
         return await app[ARBITER].admit(to_engine(review), config)
-    request = to_engine(review)
-    client = app.get(CLIENT)
-    view = await with_stored_queues(request, app[VIEWS].snapshot(config), client)
-    return await decide_and_record(request, view, config, phase=route.phase, client=client)
+    view = app[VIEWS].snapshot(config)
+    return await decide_by_rules(to_engine(review), view, config, phase=route.phase, client=app.get(CLIENT))
 
 
 def _measure(
