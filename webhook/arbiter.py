@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from vgpu_guard.engine.allocator import pod_queue
@@ -86,6 +87,9 @@ class Arbiter:
     pods: PendingPods | None = None
     # Refusals counted per pod; a pod refused again and again is told what holds its GPUs.
     notices: StuckNotices | None = None
+    # How a ledger write is bounded (arbiter.writeTimeoutSeconds): on the wall clock in a cluster;
+    # ``simulate`` injects its own (no simulated time passes while a write waits, so none expires).
+    timeout: Callable[[float], AbstractAsyncContextManager[object]] = asyncio.timeout
 
     async def admit(self, request: AdmissionRequest, config: GuardConfig) -> AdmissionDecision:
         """The allocation webhook's answer (see the module docstring)."""
@@ -233,7 +237,7 @@ class Arbiter:
             outcome = decide(self.writer.newest(cached))
         else:
             try:
-                async with asyncio.timeout(config.arbiter.write_timeout_seconds):
+                async with self.timeout(config.arbiter.write_timeout_seconds):
                     outcome = await self.writer.reserve(written.node, decide, cached=cached, info=node)
             except WriteFailed as e:
                 return _unavailable(str(e))
