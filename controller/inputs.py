@@ -1,14 +1,16 @@
-"""What an allocation pass decides on, and the two places it comes from.
+"""What an allocation pass decides on, and where it comes from: ``CachedInputs``.
 
-- ``ListedInputs``: fresh LISTs every pass, ledgers first (``simulate``, tests, and the fallback
-  while caches sync). A pod missing from the list is really gone.
-- ``CachedInputs``: informers (list once, watch, relist only on 410) for pods, and the shared
-  ``ClusterCache`` for nodes, ledgers, queues and PodGroups. No request on a pass's read path.
+Informers (list once, watch, relist only on 410) for pods, and the shared ``ClusterCache`` for
+nodes, ledgers, queues and PodGroups: no request on a pass's read path. ``serve`` and ``simulate``
+read the same way (``simulate`` over the in-memory API server's watches, waiting before each read
+until they have delivered every change: ``before_read``). ``ListedInputs`` (fresh LISTs every
+pass) is left for the tests that drive passes one at a time. The pod informer may be shared with the
+webhook when both run in one process (``serve all``: one watch of pods, issue 45).
 
 Claims, volumes and namespaces (``side_objects``) are read only for pods that need them (a claim,
-affinity terms that count other namespaces' pods). ``ListedInputs`` lists them for such a pass;
-``CachedInputs`` starts their informers the first time a pass needs them and reads the cache after
-(one namespace LIST per pass was most of a busy controller's reads once any pod had anti-affinity).
+affinity terms that count other namespaces' pods): their informers start the first time a pass
+needs them and the cache is read after (one namespace LIST per pass was most of a busy
+controller's reads once any pod had anti-affinity).
 
 A cache can lag the server, so the cached source keeps client-go's *mutation cache* rules for our
 own writes: a ledger we just wrote is used until the informer delivers that resourceVersion or a
@@ -52,7 +54,7 @@ from vgpu_guard.kube.resources import (
 from vgpu_guard.kube.sharing import SharedParts
 from vgpu_guard.kube.view_cache import ClusterCache
 
-__all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs"]
+__all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "pod_informer"]
 
 K = TypeVar("K")
 OVERLAY_TTL_SECONDS = 30.0
@@ -73,13 +75,14 @@ class PassInputs:
     pods: Mapping[Key, Obj]  # by (namespace, name)
     nodes: Mapping[str, Obj]  # raw Node objects by name (for Events)
     view: ClusterView
-    # True when read by LIST for this pass (ledgers before pods): a pod missing here is gone.
+    # True when read by LIST for this pass (ledgers before pods): a pod missing here is gone. The
+    # informers' reads are never fresh (a test's listed source can be).
     fresh: bool
-    # Versions of the node, Queue and PodGroup caches (None for LISTs): equal generations mean
+    # Versions of the node, Queue and PodGroup caches (None: unknown): equal generations mean
     # those objects did not change, so an unplaceable pod's diagnosis can be reused.
     generation: tuple[int, ...] | None = None
     # The pod keys and ledger names whose objects may differ from the last read (informer events
-    # since then); None: unknown, compare everything (LISTs, and a cache's first read).
+    # since then); None: unknown, compare everything (a cache's first read).
     changed_pods: set[Key] | None = None
     changed_ledgers: set[str] | None = None
 
@@ -92,7 +95,7 @@ class SideObjects:
     claims: Sequence[Obj] = ()
     volumes: Sequence[Obj] = ()
     namespaces: Sequence[Obj] = ()
-    # Equal versions mean equal objects (None: unknown, as for LISTs).
+    # Equal versions mean equal objects (None: unknown).
     version: tuple[int, ...] | None = None
 
 
@@ -256,31 +259,54 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
 
 
+def pod_informer(
+    client: ClusterClient,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    watch_timeout_seconds: int = 300,
+) -> Informer:
+    """The controller's watch of every pod, projected (controller/pod_projection.py); the webhook's
+    cache of unbound pods reads it too when both run in one process."""
+    return Informer(
+        client,
+        PODS,
+        backoff=Backoff(),
+        sleep=sleep,
+        watch_timeout_seconds=watch_timeout_seconds,
+        transform=functools.partial(project_pod, share=SharedParts()),
+    )
+
+
 class CachedInputs:
-    """Pods from their own informer, the rest from ``ClusterCache``; ``changed`` wakes the loop."""
+    """Pods from their informer, the rest from ``ClusterCache``; ``changed`` wakes the loop.
+
+    ``cluster`` and ``pods``, when given, are the process's, run by their owner (``serve``);
+    otherwise this object makes and runs its own. ``before_read`` is awaited at the start of every
+    read (``simulate``: until the in-memory watches have delivered every change)."""
 
     def __init__(
         self,
         client: ClusterClient,
         *,
         cluster: ClusterCache | None = None,
+        pods: Informer | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         watch_timeout_seconds: int = 300,
+        before_read: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._own_cluster = cluster is None
         self.cluster = cluster or ClusterCache(
             client, sleep=sleep, watch_timeout_seconds=watch_timeout_seconds
         )
-        self.pods = Informer(
-            client,
-            PODS,
-            backoff=Backoff(),
-            sleep=sleep,
-            watch_timeout_seconds=watch_timeout_seconds,
-            transform=functools.partial(project_pod, share=SharedParts()),
+        self._own_pods = pods is None
+        self.pods = (
+            pods
+            if pods is not None
+            else pod_informer(client, sleep=sleep, watch_timeout_seconds=watch_timeout_seconds)
         )
         self._clock = clock
+        self._before_read = before_read
 
         def side(resource: Resource) -> Informer:
             return Informer(
@@ -358,17 +384,25 @@ class CachedInputs:
     def synced(self) -> bool:
         return self.pods.synced and self.cluster.synced
 
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        """Every informer a read takes from: the pods', the cluster cache's, the side caches'."""
+        return (self.pods, *self.cluster.informers, self.claims, self.volumes, self.namespaces)
+
     async def wait_synced(self) -> None:
         await self.pods.wait_synced()
         await self.cluster.wait_synced()
 
     async def run(self) -> None:
-        """Run the informers until cancelled (the shared ClusterCache only if we own it)."""
-        tasks = [asyncio.create_task(self.pods.run(), name="informer-pods")]
+        """Run the informers until cancelled (the shared caches only if we own them)."""
+        tasks: list[asyncio.Task[None]] = []
+        if self._own_pods:
+            tasks.append(asyncio.create_task(self.pods.run(), name="informer-pods"))
         if self._own_cluster:
             tasks.append(asyncio.create_task(self.cluster.run(), name="cluster-cache"))
         try:
-            await asyncio.gather(*tasks)
+            # Until cancelled, even with nothing of our own to run: the side caches stop with us.
+            await asyncio.gather(*tasks, asyncio.get_running_loop().create_future())
         finally:
             tasks.extend(self._side_tasks.values())
             self._side_tasks.clear()
@@ -470,6 +504,8 @@ class CachedInputs:
         return Overlaid(items, overlay) if overlay else items
 
     async def read(self, config: GuardConfig) -> PassInputs:
+        if self._before_read is not None:
+            await self._before_read()
         now = self._clock()
         view = self.cluster.snapshot(config)
         ledgers, pods = self._ledgers(now), self._pods(now)

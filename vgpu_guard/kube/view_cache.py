@@ -206,6 +206,12 @@ class ClusterCache:
     # -- state ------------------------------------------------------------------------------------
 
     @property
+    def informers(self) -> tuple[Informer, ...]:
+        """The six informers, for callers that follow them (``simulate`` waits until they have
+        delivered every change of the in-memory API server before a decision reads the view)."""
+        return self._informers
+
+    @property
     def synced(self) -> bool:
         """All caches listed once: gate readiness and decisions on this."""
         return all(inf.synced for inf in self._informers)
