@@ -863,7 +863,7 @@ async def pending_memory(count: int, workdir: Path) -> list[dict[str, Any]]:
                 tracemalloc.start()
                 before = tracemalloc.get_traced_memory()[0]
                 informer = (
-                    PendingPods(admin, nvidia).informer  # as the webhook runs it
+                    PendingPods.watching(admin, nvidia).informer  # as the webhook runs it
                     if kept != "whole pods"
                     else Informer(admin, PODS, field_selector=UNBOUND)
                 )

@@ -6,7 +6,9 @@ GET per Binding was a whole extra request on the Binding's critical path, for th
 for the webhook (issue 35's benchmark, docs/benchmarks.md session 15). Every pod Volcano binds was
 unbound a moment before, so the webhook watches the unbound pods (field selector
 ``spec.nodeName=``) and keeps of each only what the arbiter reads through ``pod_request``: ~2 KB
-a pod in memory, 18 MiB for 10,000 (docs/benchmarks.md, the arbiter's session 16).
+a pod in memory, 18 MiB for 10,000 (docs/benchmarks.md, the arbiter's session 16). When the
+controller runs in the same process (``serve all``), the webhook reads the controller's watch of
+every pod instead of opening a second one (issue 45).
 
 When the cache is trusted: only after a complete LIST (``synced``), and only for the pod whose UID
 is the Binding's (a pod deleted and created again under its name is another pod). Anything else
@@ -84,11 +86,29 @@ def pending_pod(pod: Obj, nvidia: NvidiaConfig) -> Obj:
 
 
 class PendingPods:
-    """A watch of the unbound pods, projected (``pending_pod``); ``get`` answers only when trusted."""
+    """The unbound pods of a pod informer; ``get`` answers only when trusted.
 
-    def __init__(self, client: ClusterClient, nvidia: NvidiaConfig, **informer: Any) -> None:
-        self.informer = Informer(
-            client, PODS, field_selector=UNBOUND, transform=partial(pending_pod, nvidia=nvidia), **informer
+    The informer is the webhook's own (``watching``: unbound pods only, projected by
+    ``pending_pod``) or, when the controller runs in the same process (``serve all``, ``simulate``),
+    the controller's informer of every pod, shared: one watch of pods per process. Its projection
+    keeps everything ``pending_pod`` keeps (tests/webhook/test_pending_pods.py holds the arbiter's
+    decision the same on both), and a bound pod is answered as absent either way.
+    """
+
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+
+    @classmethod
+    def watching(cls, client: ClusterClient, nvidia: NvidiaConfig, **informer: Any) -> PendingPods:
+        """The webhook's own watch of the unbound pods (field selector ``UNBOUND``), ~2 KB a pod."""
+        return cls(
+            Informer(
+                client,
+                PODS,
+                field_selector=UNBOUND,
+                transform=partial(pending_pod, nvidia=nvidia),
+                **informer,
+            )
         )
 
     @property
@@ -96,13 +116,14 @@ class PendingPods:
         return self.informer.synced
 
     def get(self, namespace: str, name: str, uid: str) -> Obj | None:
-        """The pod ``namespace/name`` if the cache is synced and holds it with ``uid``, else None."""
+        """The pod ``namespace/name`` if the cache is synced and holds it unbound with ``uid``, else None."""
         if not uid or not self.informer.synced:
             return None
         pod = self.informer.items.get((namespace, name))
         if pod is None or pod["metadata"].get("uid") != uid:
             return None
-        return pod
+        spec = pod.get("spec")
+        return None if isinstance(spec, Mapping) and spec.get("nodeName") else pod
 
     async def run(self) -> None:
         """List, then watch, until cancelled (the informer retries on its own)."""

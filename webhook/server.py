@@ -286,19 +286,23 @@ async def running_webhook(
     port: int | None = None,
     ops_port: int | None = None,
     ready: Callable[[], tuple[bool, str]] | None = None,
+    pods: PendingPods | None = None,
 ) -> AsyncIterator[RunningWebhook]:
     """Serve admission over TLS (and /metrics, /healthz, /readyz in plain HTTP) until the block exits.
 
     Readiness: the view must be synced (caches listed once) and ``ready`` (the process's own
     checks, such as "a certificate is loaded") must hold. With a ``client``, the arbiter's cache of
     unbound pods runs while the server does; readiness does not wait for it (until it has listed,
-    a Binding's pod is read with a GET).
+    a Binding's pod is read with a GET). ``pods``: unbound pods read from a pod informer the
+    process runs anyway (``serve all``: the controller's), instead of the webhook's own watch.
     """
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
     host = host if host is not None else settings.host
     guard = _ConnectionGuard(settings)
-    pods = PendingPods(client, config.nvidia) if client is not None else None
+    # The webhook's own watch of unbound pods, unless the process already watches pods for it.
+    own = PendingPods.watching(client, config.nvidia) if pods is None and client is not None else None
+    pods = pods if pods is not None else own
     app = create_app(
         config=config,
         views=views,
@@ -312,7 +316,7 @@ async def running_webhook(
     runner = _runner(app, settings)
     await runner.setup()
     ops = OpsServer(registry=registry, ready=is_ready)
-    watching = asyncio.create_task(pods.run(), name="informer-pending-pods") if pods is not None else None
+    watching = asyncio.create_task(own.run(), name="informer-pending-pods") if own is not None else None
     freezing = asyncio.create_task(_freeze_when_synced(views, config), name="gc-freeze")
     try:
         site = _GuardedSite(

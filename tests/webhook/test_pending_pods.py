@@ -12,6 +12,8 @@ import vgpu_guard.engine.annotations as annotation_names
 from tests.builders import default_config, gpu_node, view_of
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.controller.inputs import pod_informer
+from vgpu_guard.controller.pod_projection import project_pod
 from vgpu_guard.engine.allocator import pod_queue
 from vgpu_guard.engine.arbiter import arbitrate
 from vgpu_guard.engine.assignment_writes import WrittenAssignment
@@ -120,14 +122,27 @@ def arbiter_reads(pod: dict[str, Any]) -> tuple[Any, ...]:
     return (identity, wanted.containers, queue, named, outcomes)
 
 
+def controllers(pod: dict[str, Any], nvidia: Any) -> dict[str, Any]:
+    """The controller's projection, which the webhook reads under ``serve all`` (it prunes in place)."""
+    return project_pod(copy.deepcopy(pod))
+
+
+PROJECTIONS = {"the webhook's own": pending_pod, "the controller's (serve all)": controllers}
+
+
+@pytest.mark.parametrize("projection", sorted(PROJECTIONS))
 @pytest.mark.parametrize("annotation", every_annotation())
-def test_the_arbiter_reads_and_decides_the_same_on_the_projection_as_on_the_pod(annotation: str) -> None:
+def test_the_arbiter_reads_and_decides_the_same_on_the_projection_as_on_the_pod(
+    annotation: str, projection: str
+) -> None:
     """Annotation by annotation (every name engine/annotations.py knows), with values that matter, in
     a gang (some annotations count only there): an annotation the arbiter starts reading fails here
-    until the projection keeps it."""
+    until the projection keeps it. Both projections: the webhook's own watch keeps ``pending_pod``,
+    and with the controller in the process it reads the controller's informer (issue 45)."""
+    project = PROJECTIONS[projection]
     for value in VALUES:
         pod = full_pod(**{GROUP_ANNOTATIONS[0]: "gang", annotation: value})
-        assert arbiter_reads(pending_pod(pod, NVIDIA)) == arbiter_reads(pod), (annotation, value)
+        assert arbiter_reads(project(pod, NVIDIA)) == arbiter_reads(pod), (annotation, value)
 
 
 def test_a_malformed_vgpu_request_reads_as_the_same_error_from_the_projection() -> None:
@@ -184,7 +199,7 @@ async def test_the_cache_answers_only_when_synced_and_for_the_bindings_uid() -> 
     store = Store()
     store.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
     waiting, bound = stored(store, "waiting"), stored(store, "bound", node="gpu-0")
-    pods = PendingPods(MemoryClusterClient(store), NVIDIA)
+    pods = PendingPods.watching(MemoryClusterClient(store), NVIDIA)
     uid = waiting["metadata"]["uid"]
     assert pods.get("ml", "waiting", uid) is None  # not listed yet: the arbiter GETs
     task = asyncio.create_task(pods.run())
@@ -204,6 +219,28 @@ async def test_the_cache_answers_only_when_synced_and_for_the_bindings_uid() -> 
             await left.wait()
         assert pods.get("ml", "waiting", uid) is None
         assert len(pods) == 0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_over_the_controllers_informer_a_bound_pod_is_not_an_unbound_one() -> None:
+    """``serve all``: the same answers from the controller's watch of every pod, where bound pods
+    are cached too (the arbiter must not take a bound pod's entry for an unbound one's)."""
+    store = Store()
+    store.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    waiting, bound = stored(store, "waiting"), stored(store, "bound", node="gpu-0")
+    informer = pod_informer(MemoryClusterClient(store))
+    pods = PendingPods(informer)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await informer.wait_synced()
+        uid = waiting["metadata"]["uid"]
+        assert arbiter_reads(pods.get("ml", "waiting", uid) or {}) == arbiter_reads(waiting)
+        assert pods.get("ml", "waiting", "another-uid") is None
+        assert pods.get("ml", "bound", bound["metadata"]["uid"]) is None  # cached, but bound
+        assert ("ml", "bound") in informer.items
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
