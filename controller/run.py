@@ -34,6 +34,7 @@ from vgpu_guard.controller.reports import SNAPSHOT_SECONDS
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.view_cache import ClusterCache
 
 __all__ = ["run_controller"]
@@ -58,6 +59,7 @@ async def run_controller(
     elector: LeaderElector | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     cluster: ClusterCache | None = None,
+    pods: Informer | None = None,
     write_concurrency: int = WRITE_CONCURRENCY,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
@@ -65,11 +67,12 @@ async def run_controller(
 
     Pass ``elector`` to share leadership with other leader-only loops of the process (queue audit,
     caBundle injection); by default a private one on ``lease_namespace/lease_name`` is used. Pass
-    ``cluster`` to share the process's node/ledger/queue caches (``serve``); otherwise the
-    controller runs its own.
+    ``cluster`` to share the process's node/ledger/queue caches (``serve``), and ``pods`` its pod
+    informer (``serve all``: the webhook reads it too, controller/inputs.py ``pod_informer``);
+    otherwise the controller runs its own.
     """
     metrics = AllocationMetrics(registry)
-    inputs = CachedInputs(client, cluster=cluster)  # informers keep their own (real) backoff
+    inputs = CachedInputs(client, cluster=cluster, pods=pods)  # informers keep their own (real) backoff
     controller = _informed_controller(
         client,
         config,

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import signal
 import socket
 import ssl
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +23,9 @@ import yaml
 
 from tests.builders import gpu_node, pod
 from tests.webhook.conftest import admission_review
-from vgpu_guard.apidouble.http.server import serve_double
+from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.cli.app import run as run_cli
-from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, SECRETS
+from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, PODS, SECRETS, Resource
 
 BIN = Path(sys.executable).with_name("vgpu-guard")
 CRDS_DIR = Path(__file__).resolve().parents[2] / "vgpu_guard" / "data" / "crds"
@@ -52,44 +54,69 @@ async def _wait_ready(
     raise AssertionError(f"serve never became ready:\n{log.read_text()}")
 
 
+def _cluster(api: RunningDouble) -> None:
+    """What serve needs stored before it starts: its namespace, a GPU node, every CRD."""
+    api.store.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vgpu-guard"}}
+    )
+    api.store.create(NODES, gpu_node("a30"))
+    for crd in sorted(CRDS_DIR.rglob("*.yaml")):
+        api.store.create(CRDS, yaml.safe_load(crd.read_text()))
+
+
+@contextlib.asynccontextmanager
+async def _serving(
+    api: RunningDouble, tmp_path: Path, component: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, int, int, Path]]:
+    """``vgpu-guard serve COMPONENT`` against ``api`` as a process, ready: (process, port, ops
+    port, log). Stopped with SIGTERM on the way out, which must end it cleanly."""
+    port, ops = _free_port(), _free_port()
+    env = {
+        **os.environ,
+        "POD_NAMESPACE": "vgpu-guard",
+        "POD_NAME": "serve-test-0",
+        "VGPU_GUARD_CERT_MODE": "builtin",
+        "VGPU_GUARD_TLS_SECRET": "vgpu-guard-tls",
+        "VGPU_GUARD_WEBHOOK_SERVICE": "vgpu-guard-webhook",
+        "VGPU_GUARD_CERT_EXTRA_DNS": "localhost",
+    }
+    log = tmp_path / "serve.log"
+    # The log goes to a file: a pipe nobody reads fills up and blocks the process.
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            str(BIN),
+            "serve",
+            component,
+            "--kubeconfig",
+            str(api.kubeconfig),
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(ops),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        async with aiohttp.ClientSession() as plain:
+            await _wait_ready(plain, f"http://127.0.0.1:{ops}/readyz", process, log)
+        yield process, port, ops, log
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), timeout=30)
+    stderr = log.read_text()
+    assert code == 0, stderr
+    lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert any(line["msg"] == "stopped" for line in lines)
+    assert not [line for line in lines if line["level"] == "error"], stderr
+
+
 async def test_serve_all_against_the_double(tmp_path: Path) -> None:
     async with serve_double(tmp_path) as api:
-        api.store.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vgpu-guard"}}
-        )
-        api.store.create(NODES, gpu_node("a30"))
-        for crd in sorted(CRDS_DIR.rglob("*.yaml")):
-            api.store.create(CRDS, yaml.safe_load(crd.read_text()))
-        port, ops = _free_port(), _free_port()
-        env = {
-            **os.environ,
-            "POD_NAMESPACE": "vgpu-guard",
-            "POD_NAME": "serve-test-0",
-            "VGPU_GUARD_CERT_MODE": "builtin",
-            "VGPU_GUARD_TLS_SECRET": "vgpu-guard-tls",
-            "VGPU_GUARD_WEBHOOK_SERVICE": "vgpu-guard-webhook",
-            "VGPU_GUARD_CERT_EXTRA_DNS": "localhost",
-        }
-        log = tmp_path / "serve.log"
-        # The log goes to a file: a pipe nobody reads fills up and blocks the process.
-        with log.open("wb") as sink:
-            process = await asyncio.create_subprocess_exec(
-                str(BIN),
-                "serve",
-                "all",
-                "--kubeconfig",
-                str(api.kubeconfig),
-                "--port",
-                str(port),
-                "--metrics-port",
-                str(ops),
-                env=env,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=sink,
-            )
-        try:
+        _cluster(api)
+        async with _serving(api, tmp_path, "all") as (_, port, ops, log):
             async with aiohttp.ClientSession() as plain:
-                await _wait_ready(plain, f"http://127.0.0.1:{ops}/readyz", process, log)
                 async with plain.get(f"http://127.0.0.1:{ops}/metrics") as response:
                     metrics = await response.text()
                 assert 'vgpu_guard_certificate_expiry_timestamp_seconds{source="vgpu-guard-tls"}' in metrics
@@ -108,15 +135,27 @@ async def test_serve_all_against_the_double(tmp_path: Path) -> None:
             lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
             serving = [line for line in lines if line.get("msg") == "serving"]
             assert serving and serving[0]["port"] == port and serving[0]["ops_port"] == ops, serving
-        finally:
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-            code = await asyncio.wait_for(process.wait(), timeout=30)
-            stderr = log.read_text()
-        assert code == 0, stderr
-        lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-        assert any(line["msg"] == "stopped" for line in lines)
-        assert not [line for line in lines if line["level"] == "error"], stderr
+
+
+def _watches(api: RunningDouble, resource: Resource) -> int:
+    """Open watches of ``resource`` on the double: its watch registry (the table's watchers)."""
+    info = api.store.type_of(resource)
+    return len(api.store._table.watchers[info.key])  # the registry itself: counting is the point
+
+
+async def test_serve_all_opens_one_pod_watch_for_the_webhook_and_the_controller(tmp_path: Path) -> None:
+    """Issue 45: the webhook's cache of unbound pods reads the controller's pod informer in one
+    process; two components alone open one watch each."""
+    async with serve_double(tmp_path) as api:
+        _cluster(api)
+        async with _serving(api, tmp_path, "all"):
+            for _ in range(100):  # the controller's informer watches once its LIST is done
+                if _watches(api, PODS) and _watches(api, NODES):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # time for a second watch to open, if one would
+            assert _watches(api, PODS) == 1
+            assert _watches(api, NODES) == 1  # the cluster cache was shared already
 
 
 def test_bad_process_settings_fail_at_start_naming_the_variable(

@@ -44,6 +44,7 @@ from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.ratelimit import RateLimitedClient, bucket
 from vgpu_guard.kube.view_cache import ClusterCache
 from vgpu_guard.logs import setup_logging
@@ -220,8 +221,11 @@ class _Process:
 
 
 def _webhook(
-    process: _Process, cache: ClusterCache
+    process: _Process, cache: ClusterCache, pods: Informer | None
 ) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
+    """The admission server; ``pods``: the controller's pod informer, when it runs in this process,
+    is where the arbiter reads unbound pods (else the webhook watches them itself)."""
+    from vgpu_guard.webhook.pending_pods import PendingPods
     from vgpu_guard.webhook.server import running_webhook
 
     settings, config = process.settings, process.config
@@ -254,10 +258,14 @@ def _webhook(
         ready=process.ready,
         port=process.args.port,
         ops_port=process.args.metrics_port,
+        pods=PendingPods(pods) if pods is not None else None,
     )
 
 
-def _controller(process: _Process, cache: ClusterCache) -> None:
+def _controller(process: _Process, cache: ClusterCache, *, share_pods: bool) -> Informer | None:
+    """The controller's loops; with ``share_pods`` (``serve all``) its pod informer is the process's,
+    returned for the webhook to read: one watch of pods, not one per component."""
+    from vgpu_guard.controller.inputs import pod_informer
     from vgpu_guard.controller.leader import LeaderElector
     from vgpu_guard.controller.queue_audit import run_queue_audit
     from vgpu_guard.controller.run import run_controller
@@ -278,6 +286,9 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
         clock=time.time,
         lease_duration=settings.lease_duration_seconds,
     )
+    pods = pod_informer(limited) if share_pods else None
+    if pods is not None:
+        process.spawn("informer-pods", pods.run)
     process.spawn(
         "allocation",
         lambda: run_controller(
@@ -287,6 +298,7 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
             elector=elector,
             retry_seconds=float(settings.lease_retry_period_seconds),
             cluster=cache,
+            pods=pods,
             write_concurrency=settings.write_concurrency,
         ),
     )
@@ -304,6 +316,7 @@ def _controller(process: _Process, cache: ClusterCache) -> None:
             ),
         )
     process.checks.append(lambda: (elector.attempted, "not ready: no leader-election round completed yet"))
+    return pods
 
 
 async def _main(args: argparse.Namespace, config: GuardConfig, settings: ProcessSettings) -> int:
@@ -319,10 +332,11 @@ async def _main(args: argparse.Namespace, config: GuardConfig, settings: Process
     cache = ClusterCache(client)
     process.spawn("cluster-cache", cache.run)
     try:
+        pods = None
         if args.component in ("controller", "all"):
-            _controller(process, cache)
+            pods = _controller(process, cache, share_pods=args.component == "all")
         if args.component in ("webhook", "all"):
-            async with _webhook(process, cache) as served:
+            async with _webhook(process, cache, pods) as served:
                 fields = {"component": args.component, "port": served.port, "ops_port": served.ops_port}
                 log.info("serving", extra={"fields": fields})
                 await process.stop.wait()
