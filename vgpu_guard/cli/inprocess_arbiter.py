@@ -8,7 +8,7 @@ and the webhook's route do for those writes, and nothing else: the request is bu
 apiserver sends it and decoded by the webhook's own ``to_engine``, the decision is the same
 ``Arbiter`` instance's (the reservation is written to the in-memory GPULedger by the webhook's
 ``LedgerWriter``), and a denial reaches the writer as the API server words it. Every other write
-passes: pod CREATEs went through ``review_object`` already (simulation.py).
+passes: pod CREATEs went through the webhook's rule routes already (admission_chain.py).
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """The whole system on an in-memory cluster: scenario in, outcomes out (``vgpu-guard simulate``).
 
-vgpu-guard's part is not a model: it is vgpu-guard. Objects go through ``review_object`` (the
-webhook's exact decision code) against a ``ClusterView`` read from the API double, the admitted
-(mutated) objects are stored in the double, and the real ``AllocationController`` runs against it
-through ``MemoryClusterClient``. Every write that carries a GPU assignment (a Binding, a pod
-update) meets the webhook's own ``Arbiter`` on the way in (cli/inprocess_arbiter.py), which
-reserves it in the node's GPULedger or refuses it. What is stood in for, each documented where it
-is: Volcano (its job controller and scheduler, vgpu_guard/volcano/), the other workload
-controllers (``workload_pods``) and the device plugin (``confirm_allocations``).
+vgpu-guard's part is not a model: it is vgpu-guard, wired as ``serve all`` wires it
+(cli/simulated_cluster.py). Objects go through the webhook's own route function on the views of
+its watch caches (cli/admission_chain.py: defaults, mutation, validation, a gang's placement
+recorded through the API), the admitted (mutated) objects are stored in the API double, and the
+real ``AllocationController`` runs against it through ``MemoryClusterClient``, reading its
+informers (``CachedInputs``). Every write that carries a GPU assignment (a Binding, a pod update)
+meets the webhook's own ``Arbiter`` on the way in (cli/inprocess_arbiter.py), which reserves it
+in the node's GPULedger or refuses it. What is stood in for, each documented where it is:
+Volcano (its job controller and scheduler, vgpu_guard/volcano/), the other workload controllers
+(``workload_pods``) and the device plugin (``confirm_allocations``).
 
 What a scenario's objects mean:
 
@@ -48,18 +50,18 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import ADMIN as ADMIN_USER
 from vgpu_guard.apidouble.identity import UserInfo, service_account
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.cli.admission_chain import admit
 from vgpu_guard.cli.cluster_source import is_cluster_state
 from vgpu_guard.cli.documents import Document
-from vgpu_guard.cli.inprocess_arbiter import InProcessArbiter
 from vgpu_guard.cli.scenario import Scenario
+from vgpu_guard.cli.simulated_cluster import SimulatedCluster
 from vgpu_guard.cli.simulation_mode import Mode, simulation_config
 from vgpu_guard.cli.workload_pods import CONTROLLER_USERS, expand_workload
 from vgpu_guard.controller.allocation import AllocationController
-from vgpu_guard.engine.admission import ReviewResult, request_for, review_object
+from vgpu_guard.engine.admission import ReviewResult, request_for
 from vgpu_guard.engine.annotations import BIND_PHASE
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
@@ -68,27 +70,20 @@ from vgpu_guard.engine.objects import Obj
 from vgpu_guard.engine.rules.queues_validate import QueueAudit, audit_queues
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS
 from vgpu_guard.engine.volcano_job import is_volcano_job
-from vgpu_guard.kube.client import typed_items
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import (
     CRDS,
     EVENTS,
-    GANG_PLACEMENTS,
-    HYPERNODES,
     LEDGERS,
     NAMESPACES,
-    NODES,
     PODGROUPS,
     PODS,
-    QUEUES,
     Resource,
 )
 from vgpu_guard.volcano.allocate import SCHEDULER_NAME as VOLCANO
 from vgpu_guard.volcano.binder import VolcanoVersion, parse_version
 from vgpu_guard.volcano.jobs import JOBS, plan_job, podgroup_name
 from vgpu_guard.volcano.session import BindOutcome, SessionRecord, VolcanoScheduler
-from vgpu_guard.webhook.arbiter import Arbiter
 
 __all__ = [
     "ADMIN",
@@ -294,18 +289,12 @@ class _Run:
         self.sources: dict[tuple[str, str], str] = {}
         self.rejected: dict[tuple[str, str], tuple[str, str]] = {}  # key -> (reason, scheduler)
         self.existing: set[tuple[str, str]] = set()
-        self.frontend = self._arbitrated_frontend()
-
-    def _arbitrated_frontend(self) -> Frontend:
-        """The in-memory API server with the webhook's ledger arbiter registered, as the chart does."""
-        admin = MemoryClusterClient(self.store)
-        writer = LedgerWriter(admin, memory_factor=self.config.nvidia.gpu_memory_factor, writer="arbiter")
-        arbiter = Arbiter(views=lambda _config: self.view(), client=admin, writer=writer, clock=self.clock)
-        return Frontend(self.store, admission=InProcessArbiter(arbiter, self.config))
+        # The webhook's caches and arbiter and the controller's inputs, over the store's watches.
+        self.cluster = SimulatedCluster(self.store, config, self.clock)
 
     def client(self, user: UserInfo = ADMIN_USER) -> MemoryClusterClient:
         """A client of the simulated API server whose assignment writes meet the arbiter."""
-        return MemoryClusterClient(self.store, frontend=self.frontend, user=user)
+        return self.cluster.client(user)
 
     # --- the API ---------------------------------------------------------------------------------
 
@@ -342,14 +331,10 @@ class _Run:
         self.clock.tick()
         return created
 
-    def view(self) -> ClusterView:
-        """What the webhook's caches would hold now (nodes, queues, podgroups, hypernodes, ledgers,
-        gang placements)."""
-        # Straight from the store, as a LIST answers: built-in items carry no kind, so they are
-        # typed from their resource the way the client adapters type them.
-        resources = (NODES, QUEUES, PODGROUPS, HYPERNODES, LEDGERS, GANG_PLACEMENTS)
-        objects = [obj for r in resources for obj in typed_items(self.store.list(r).items, r)]
-        return ClusterView.from_objects(objects, self.config, source="simulated cluster")
+    async def view(self) -> ClusterView:
+        """What the webhook's caches hold now (nodes, queues, podgroups, hypernodes, ledgers, gang
+        placements), once they have every change of the store."""
+        return await self.cluster.view()
 
     # --- the story -------------------------------------------------------------------------------
 
@@ -368,24 +353,28 @@ class _Run:
             self.sources[key] = document.source
             self.existing.add(key)
 
-    def admit(self, obj: Mapping[str, Any], *, source: str, username: str) -> tuple[ReviewResult, str | None]:
-        """Admission, then the store: what ``kubectl create`` does. Returns the result and any API error."""
-        result = review_object(request_for(obj, username=username), self.view(), self.config)
+    async def admit(
+        self, obj: Mapping[str, Any], *, source: str, username: str
+    ) -> tuple[ReviewResult, str | None]:
+        """Admission, then the store: what ``kubectl create`` does. Returns the result and any API error.
+
+        The webhook records a gang's IB cluster (first member) through the API before it answers
+        (webhook/recording.py); each object it created takes its second of the simulated clock."""
+        request = request_for(obj, username=username)
+        result = await admit(request, self.view, self.config, self.client())
+        self.clock.tick(len(result.persist))
         if not result.decision.allowed:
             return result, None
         try:
-            # What the webhook does before answering: record a gang's IB cluster (first member).
-            for recorded in result.persist:
-                self.create(recorded, source)
             self.create(result.object, source)
         except KubeError as e:
             return result, e.message
         return result, None
 
-    def admit_pod(
+    async def admit_pod(
         self, pod: Mapping[str, Any], *, source: str, username: str, workload: str = ""
     ) -> Admitted:
-        result, api_error = self.admit(pod, source=source, username=username)
+        result, api_error = await self.admit(pod, source=source, username=username)
         key = _key(result.object)
         spec = result.object.get("spec")
         scheduler = str(spec.get("schedulerName") or "default-scheduler") if isinstance(spec, Mapping) else ""
@@ -399,21 +388,21 @@ class _Run:
             source=source, result=result, username=username, api_error=api_error, workload=workload
         )
 
-    def add_created(self, document: Document) -> None:
+    async def add_created(self, document: Document) -> None:
         obj = document.object
         group = str(obj.get("apiVersion") or "").rpartition("/")[0]
         kind = str(obj.get("kind") or "")
         if kind == "Pod":
-            self.admitted.append(self.admit_pod(obj, source=document.source, username=ADMIN))
+            self.admitted.append(await self.admit_pod(obj, source=document.source, username=ADMIN))
             return
         if (group, kind) not in WORKLOAD_KINDS:
             self.resource_for(obj, document.source)  # fail early, naming the document, if not served
-            result, api_error = self.admit(obj, source=document.source, username=ADMIN)
+            result, api_error = await self.admit(obj, source=document.source, username=ADMIN)
             self.admitted.append(
                 Admitted(source=document.source, result=result, username=ADMIN, api_error=api_error)
             )
             return
-        result = review_object(request_for(obj, username=ADMIN), self.view(), self.config)
+        result = await admit(request_for(obj, username=ADMIN), self.view, self.config, self.client())
         self.clock.tick()
         if not result.decision.allowed:
             self.admitted.append(Admitted(source=document.source, result=result, username=ADMIN))
@@ -434,7 +423,7 @@ class _Run:
         )
         for pod in expansion.pods:
             self.admitted.append(
-                self.admit_pod(
+                await self.admit_pod(
                     pod,
                     source=f"{document.source} ({workload})",
                     username=expansion.username,
@@ -453,7 +442,7 @@ class _Run:
         self.admitted.append(Admitted(source=source, result=result, username=ADMIN))
         self.job_pods[self.jobs[str(stored["metadata"]["uid"])]] = []
 
-    def sync_jobs(self, sessions: list[SessionRecord]) -> int:
+    async def sync_jobs(self, sessions: list[SessionRecord]) -> int:
         """Volcano's job controller over every stored Job (vgpu_guard/volcano/jobs.py): the PodGroup
         ``<job>-<uid>`` first (no admission webhook of ours sees it), the pods once Volcano's
         enqueue moved it to Inqueue, each admitted as the job controller's request. Returns how
@@ -477,18 +466,20 @@ class _Run:
                 self.admitted[index] = replace(self.admitted[index], note=note)
                 created += 1
             if plan.pods:
-                self.admit_job_pods(
+                await self.admit_job_pods(
                     index, plan.pods, pg_name, _enqueued_in(sessions, f"{namespace}/{pg_name}")
                 )
                 created += len(plan.pods)
         return created
 
-    def admit_job_pods(self, index: int, pods: tuple[Obj, ...], pg_name: str, session: int | None) -> None:
+    async def admit_job_pods(
+        self, index: int, pods: tuple[Obj, ...], pg_name: str, session: int | None
+    ) -> None:
         job = self.admitted[index]
         workload = f"Job {_key(job.result.object)[0]}/{_key(job.result.object)[1]}"
         for pod in pods:
             self.job_pods[index].append(
-                self.admit_pod(
+                await self.admit_pod(
                     pod, source=f"{job.source} ({workload})", username=JOB_CONTROLLER, workload=workload
                 )
             )
@@ -519,7 +510,8 @@ class _Run:
         await controller.settle()
         passes = 0
         for _ in range(_MAX_ROUNDS):
-            created = self.sync_jobs(volcano.sessions)
+            created = await self.sync_jobs(volcano.sessions)
+            await self.cluster.caught_up()  # Volcano lists fresh; the arbiter reads the caches
             session = await volcano.session()
             results = await controller.settle()
             passes += len(results)
@@ -688,9 +680,27 @@ async def run_simulation(
     for document in scenario.documents:
         if is_cluster_state(document.object):
             run.add_state(document)
+    await run.cluster.start()
+    try:
+        return await _story(run, scenario, config, mode=mode, version=version, mode_name=mode_name, note=note)
+    finally:
+        await run.cluster.stop()
+
+
+async def _story(
+    run: _Run,
+    scenario: Scenario,
+    config: GuardConfig,
+    *,
+    mode: Mode,
+    version: VolcanoVersion,
+    mode_name: str,
+    note: str,
+) -> SimulationResult:
+    """The scenario's objects through admission, then Volcano and the controller until settled."""
     for document in scenario.documents:
         if not is_cluster_state(document.object):
-            run.add_created(document)
+            await run.add_created(document)
     volcano = VolcanoScheduler(
         run.client(service_account(*VOLCANO_SCHEDULER)),
         config,
@@ -699,10 +709,15 @@ async def run_simulation(
         clock=run.clock,
     )
     controller = AllocationController(
-        run.client(), config, identity="vgpu-guard-simulate", clock=run.clock, registry=CollectorRegistry()
+        run.client(),
+        config,
+        identity="vgpu-guard-simulate",
+        clock=run.clock,
+        registry=CollectorRegistry(),
+        inputs=run.cluster.inputs,
     )
     passes = await run.settle(volcano, controller)
-    view = run.view()
+    view = await run.view()
     pods, gpus = _outcomes(run, view, volcano.sessions)
     return SimulationResult(
         scenario=scenario.source,
