@@ -53,9 +53,12 @@ from pathlib import Path
 from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The listed source of one naive pass (tests/controller/listed_inputs.py; the product reads informers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledger_rebuild_bench import GPUS, api_shaped, node_obj, peak_rss_mb, pod_obj
 
+from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.kube.client import ObjectList, WatchEvent
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
 
@@ -265,7 +268,8 @@ def steady_ledgers(nodes: int, pods: int) -> list[Obj]:
         }
     )
     controller = AllocationController(cast(ClusterClient, client), load_config(env={}), identity="seed",
-                                      clock=lambda: 1_700_000_100, registry=CollectorRegistry())  # fmt: skip
+                                      clock=lambda: 1_700_000_100, registry=CollectorRegistry(),
+                                      inputs=ListedInputs(cast(ClusterClient, client)))  # fmt: skip
     asyncio.run(controller.run_once())
     return client.written
 
@@ -415,7 +419,8 @@ def naive_pass(args: argparse.Namespace, ledgers: list[Obj]) -> float:
         {"pods": pods, "nodes": [node_obj(f"n{i:05d}") for i in range(args.nodes)], "gpuledgers": ledgers}
     )
     controller = AllocationController(cast(ClusterClient, client), load_config(env={}), identity="naive",
-                                      clock=lambda: 1_700_000_100, registry=CollectorRegistry())  # fmt: skip
+                                      clock=lambda: 1_700_000_100, registry=CollectorRegistry(),
+                                      inputs=ListedInputs(cast(ClusterClient, client)))  # fmt: skip
     t = time.perf_counter()
     asyncio.run(controller.run_once())
     return time.perf_counter() - t

@@ -1,6 +1,6 @@
 """The allocation controller: one pass = take in changes -> release/verify/adopt -> decide -> CAS -> bind.
 
-A pass reads its inputs (informer caches while running, fresh LISTs in ``simulate`` and tests) and
+A pass reads its inputs (``InputSource``: the informers' caches in ``serve`` and ``simulate``) and
 hands them to ``World`` (controller/world.py), which finds what changed since the last pass and
 keeps the allocator and kube-scheduler's workloads in step with it, so a pass costs what changed,
 not what the cluster holds. Every ledger write carries the resourceVersion it was decided on; on
@@ -43,7 +43,7 @@ from vgpu_guard.controller.binder import Binder
 from vgpu_guard.controller.bindings import Bindings
 from vgpu_guard.controller.gang_status import GangStatusWriter
 from vgpu_guard.controller.handshakes import CLOCK_SKEW_SECONDS
-from vgpu_guard.controller.inputs import InputSource, ListedInputs
+from vgpu_guard.controller.inputs import InputSource
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler, release_reason
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.node_queue import NodeQueue
@@ -88,7 +88,7 @@ class AllocationController:
         clock: Clock = time.time,
         registry: CollectorRegistry = REGISTRY,
         metrics: AllocationMetrics | None = None,
-        inputs: InputSource | None = None,
+        inputs: InputSource,
         write_concurrency: int = WRITE_CONCURRENCY,
         node_retry_seconds: float = NODE_RETRY_SECONDS,
         node_retry_cap_seconds: float = NODE_RETRY_CAP_SECONDS,
@@ -100,9 +100,7 @@ class AllocationController:
         self.identity = identity
         self.clock = clock
         self.metrics = metrics = metrics or AllocationMetrics(registry)
-        # Fresh LISTs every pass unless told otherwise (run_controller passes its informers).
-        source: InputSource = inputs or ListedInputs(client)
-        self.inputs = source
+        source = self.inputs = inputs
         self.reports = reports = Reporter(client, config, identity=identity, clock=clock, metrics=metrics)
         self.world = world = World(config)
         self.parser = PodParser(config, lambda: world.view.podgroups)

@@ -3,8 +3,7 @@
 Informers (list once, watch, relist only on 410) for pods, and the shared ``ClusterCache`` for
 nodes, ledgers, queues and PodGroups: no request on a pass's read path. ``serve`` and ``simulate``
 read the same way (``simulate`` over the in-memory API server's watches, waiting before each read
-until they have delivered every change: ``before_read``). ``ListedInputs`` (fresh LISTs every
-pass) is left for the tests that drive passes one at a time. The pod informer may be shared with the
+until they have delivered every change: ``before_read``). The pod informer may be shared with the
 webhook when both run in one process (``serve all``: one watch of pods, issue 45).
 
 Claims, volumes and namespaces (``side_objects``) are read only for pods that need them (a claim,
@@ -37,24 +36,20 @@ from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
-from vgpu_guard.kube.client import ClusterClient, list_all
+from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError
 from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
 from vgpu_guard.kube.resources import (
-    LEDGERS,
     NAMESPACES,
-    NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
-    PODGROUPS,
     PODS,
-    QUEUES,
     Resource,
 )
 from vgpu_guard.kube.sharing import SharedParts
 from vgpu_guard.kube.view_cache import ClusterCache
 
-__all__ = ["CachedInputs", "InputSource", "ListedInputs", "PassInputs", "pod_informer"]
+__all__ = ["CachedInputs", "InputSource", "PassInputs", "pod_informer"]
 
 K = TypeVar("K")
 OVERLAY_TTL_SECONDS = 30.0
@@ -109,41 +104,6 @@ class InputSource(Protocol):
     def wrote_ledger(self, obj: Obj) -> None: ...
 
     def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None: ...
-
-
-class ListedInputs:
-    """Fresh LISTs every pass: ledgers FIRST, then pods (see controller/allocation.py)."""
-
-    def __init__(self, client: ClusterClient) -> None:
-        self.client = client
-
-    async def read(self, config: GuardConfig) -> PassInputs:
-        ledgers = await list_all(self.client, LEDGERS)
-        pods = await list_all(self.client, PODS)
-        nodes = await list_all(self.client, NODES)
-        queues = await list_all(self.client, QUEUES, optional=True)
-        podgroups = await list_all(self.client, PODGROUPS, optional=True)
-        view = ClusterView.from_objects([*nodes, *queues, *podgroups], config)
-        return PassInputs(
-            ledgers={_name(o): o for o in ledgers},
-            pods={key_of(o): o for o in pods},
-            nodes={_name(o): o for o in nodes},
-            view=view,
-            fresh=True,
-        )
-
-    async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects:
-        return SideObjects(
-            claims=await list_all(self.client, PERSISTENT_VOLUME_CLAIMS, optional=True) if volumes else (),
-            volumes=await list_all(self.client, PERSISTENT_VOLUMES, optional=True) if volumes else (),
-            namespaces=await list_all(self.client, NAMESPACES) if namespaces else (),
-        )
-
-    def wrote_ledger(self, obj: Obj) -> None:
-        """Nothing to remember: the next pass lists again."""
-
-    def bound(self, pod: Mapping[str, Any], node: str, annotations: Mapping[str, str]) -> None:
-        """Nothing to remember: the next pass lists again."""
 
 
 class Overlaid(Mapping[K, Obj]):

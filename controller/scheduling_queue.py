@@ -14,8 +14,8 @@ cluster event that could make it fit (its queueing hints). Ours does the same fo
   generation), capacity was freed (an entry went, a placed pod ended), a gang member started
   running, or, for a pod with required pod affinity, any pod was placed (it may be the one it
   needs). Anything else (another pod reserved, bound or confirmed) only takes capacity away, so the
-  parked answer still holds. With the fresh LISTs of ``simulate`` there are no versions: nothing is
-  parked. A pod that fits nowhere costs a search and a diagnosis over every node (~186 ms at 5,000
+  parked answer still holds (a test's fresh LISTs have no versions: nothing is parked there). A
+  pod that fits nowhere costs a search and a diagnosis over every node (~186 ms at 5,000
   nodes); a flood of them would otherwise slow every pass for the pods that do fit.
 
 What the informers feed it is the World's set of our pending pods (``World.pending``, kept by the

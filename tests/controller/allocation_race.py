@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import FaultPlan, Verb, unavailable_error
 from tests.controller.allocation_testkit import Cluster, vgpu_pod
+from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.engine.annotations import VGPU_IDS
@@ -367,6 +368,7 @@ class RaceMachine:
             identity=who,
             clock=self.cluster.clock,
             registry=CollectorRegistry(),
+            inputs=ListedInputs(client),
         )
 
     async def _run(self, replica: AllocationController, lag: int) -> None:

@@ -13,6 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import FaultPlan
+from tests.controller.listed_inputs import ListedInputs
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
@@ -77,6 +78,7 @@ class Cluster:
             identity=identity,
             clock=self.clock,
             registry=registry if registry is not None else CollectorRegistry(),
+            inputs=ListedInputs(client),
         )
 
     # --- objects ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import conflict_error
 from tests.controller.allocation_testkit import Cluster, gpu_node, running, until, vgpu_pod
+from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.controller.allocation import AllocationController
@@ -83,6 +84,7 @@ def replica(
         identity="r1",
         clock=cluster.clock,
         registry=registry,
+        inputs=ListedInputs(client),
         node_retry_seconds=2.0,
         node_retry_cap_seconds=16.0,
     )

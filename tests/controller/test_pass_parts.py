@@ -10,10 +10,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.bindings import Bindings
 from vgpu_guard.controller.gang_status import GangStatusWriter
-from vgpu_guard.controller.inputs import ListedInputs
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.node_queue import NodeQueue

@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.kube.resources import LEDGERS, NODES
@@ -25,12 +26,14 @@ HUGE = "".join(f"GPU-gpu-b-{i},10,999999999999999999,NVIDIA-NVIDIA A10,true,hami
 
 def replica(cluster: Cluster) -> tuple[AllocationController, CollectorRegistry]:
     registry = CollectorRegistry()
+    client = MemoryClusterClient(cluster.store)
     controller = AllocationController(
-        MemoryClusterClient(cluster.store),
+        client,
         cluster.config,
         identity="r1",
         clock=cluster.clock,
         registry=registry,
+        inputs=ListedInputs(client),
     )
     return controller, registry
 
