@@ -25,6 +25,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
         ("ghost_entries_bench.py", "| 200 |"),
         ("webhook_fleet_bench.py", "node churn (N/10 status/s)"),
         ("controller_scale_bench.py --arbiter-rate 20", "whole-fleet rebuilds"),
+        ("simulate_scale_bench.py", "| 30 / 90 |"),
     ],
 )
 def test_smoke(script: str, expect: str) -> None:
