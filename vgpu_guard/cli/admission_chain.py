@@ -1,7 +1,7 @@
-"""What kube-apiserver does with a CREATE before storing it, for ``simulate``: defaults, then the
-mutating webhook, then the validating webhook on the mutated object.
+"""What kube-apiserver does with a CREATE before storing it, for ``simulate``: the two webhook calls.
 
-Each webhook call is the webhook's own route function (webhook/rule_routes.py: the container cap,
+Defaults, then the mutating webhook, then the validating webhook on the mutated object. Each
+webhook call is the webhook's own route function (webhook/rule_routes.py: the container cap,
 the stored Queues for a Queue write, the rules, and the GangPlacement a gang's first member
 records through the API before the answer), on the view its caches hold when the call is made.
 What kube-apiserver adds is here and only here: its defaulting (``server_defaults``), the order
