@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ledger_rebuild_bench import GPUS, api_shaped, node_obj, peak_rss_mb, pod_obj
 
 from tests.controller.listed_inputs import ListedInputs
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, encode_entry
 from vgpu_guard.kube.client import ObjectList, WatchEvent
 from vgpu_guard.kube.errors import AlreadyExists, Conflict, NotFound
 
@@ -293,12 +294,10 @@ async def arbiter_writes(client: FeedClient, rate: float, nodes: int, stop: asyn
         client.pods_by_name[("default", name)] = pod
         client.feed("pods", "ADDED", pod)
         ledger = client.stored_ledger(node)
-        entry = {"podUID": uid, "namespace": "default", "name": name, "queue": "default",
-                 "reservedAt": 1_700_000_000, "committed": True, "admitted": True,
-                 "containers": [{"index": 0, "name": "main",
-                                 "devices": [{"uuid": f"GPU-{node}-{written % GPUS}", "memoryMiB": 1,
-                                              "cores": 0}]}]}  # fmt: skip
-        ledger["spec"]["allocations"] = [*(ledger["spec"].get("allocations") or []), entry]
+        grant = DeviceGrant(f"GPU-{node}-{written % GPUS}", 1, 0)
+        entry = Allocation(uid, "default", name, "default", (ContainerGrant(0, "main", (grant,)),),
+                           1_700_000_000, committed=True, admitted=True)  # fmt: skip
+        ledger["spec"]["allocations"] = [*(ledger["spec"].get("allocations") or []), encode_entry(entry)]
         ledger["metadata"]["resourceVersion"] = client._next_rv()
         client._stored(ledger)
         client.feed("gpuledgers", "MODIFIED", ledger)

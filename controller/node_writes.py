@@ -14,7 +14,7 @@ registration changes here too, with the same write rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from vgpu_guard.controller.node_queue import NodeQueue
 from vgpu_guard.controller.reports import Reporter
@@ -151,6 +151,11 @@ class NodeWrites:
         """The nodes held out of placement now (node -> why)."""
         return self.node_queue.held(self.clock())
 
+    def rewrite_due(self, names: Iterable[str]) -> None:
+        """Rewrite these ledgers as summaries are (entries unchanged, a slice a pass): ledgers stored
+        in the encoding of a release before issue 44 (LedgerReconciler finds them)."""
+        self._summary_due.update(names)
+
     async def refresh_summaries(self, written: set[str]) -> None:
         """Rewrite the summary of ledgers whose node's registration changed since (one CAS write per
         node, entries unchanged): ``kubectl get gpuledgers`` shows FREE-MIB against what the node
@@ -171,7 +176,8 @@ class NodeWrites:
                 self._summary_due.add(name)
                 continue
             info = world.view.nodes.get(name)
-            if world.stored_summary(name) != ledger_summary(ledger, info, self.memory_factor):
+            summary = ledger_summary(ledger, info, self.memory_factor)
+            if ledger.legacy or world.stored_summary(name) != summary:
                 writes[name] = (ledger, ledger, info)
         if not writes:
             return

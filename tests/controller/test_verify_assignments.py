@@ -97,7 +97,8 @@ async def test_ledger_entry_edited_to_zero_is_raised_back_and_the_busy_card_gets
 
     obj: dict[str, Any] = cluster.store.get(LEDGERS, "a")
     [entry] = obj["spec"]["allocations"]
-    entry["containers"][0]["devices"][0]["memoryMiB"] = 0  # a careless operator's kubectl edit
+    assert "=20480MiB," in entry
+    obj["spec"]["allocations"] = [entry.replace("=20480MiB,", "=0MiB,")]  # a careless operator's kubectl edit
     cluster.store.replace(LEDGERS, obj)
     assert _used(cluster, "a", "GPU-a-0") == 0
 

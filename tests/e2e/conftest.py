@@ -44,6 +44,7 @@ from tests.e2e.harness import (
     service_account_ready,
 )
 from tests.real_cluster import RealCluster, deselect_real_cluster_items
+from vgpu_guard.engine.ledger import Allocation, decode_ledger
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import NotFound
 from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, PODS, Resource
@@ -60,7 +61,7 @@ BACKENDS = ["double", "cluster"]
 # proves; the double's stories go through our own JSON client (AioClusterClient).
 REAL_CLIENTS_ONLY = "real_clients_only"
 # Pools of nodes a story creates for itself (and deletes after it).
-STORY_POOLS = {"arbiter", "commit", "isolation", "isolation-b"}
+STORY_POOLS = {"arbiter", "commit", "isolation", "isolation-b", "migration"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -164,6 +165,12 @@ class Env:
             return await self.api.get(LEDGERS, node)
         except NotFound:
             return None
+
+
+def entries_of(ledger: Obj | None) -> list[Allocation]:
+    """A stored GPULedger's entries, decoded as vgpu-guard reads them (none when there is no
+    ledger): the object holds each entry as one line of text (engine/ledger.py)."""
+    return list(decode_ledger(ledger).allocations.values()) if ledger is not None else []
 
 
 def gpu_pod(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import WEBHOOK_0, Env, gpu_pod, story_nodes
+from tests.e2e.conftest import WEBHOOK_0, Env, entries_of, gpu_pod, story_nodes
 from tests.e2e.harness import EVENTS_V1, GpuNode, until
 from tests.e2e.volcano import Binder, Device, Version, volcano_client
 from vgpu_guard.kube.aio import AioClusterClient
@@ -108,9 +108,9 @@ async def test_seed_000_volcano_places_three_12gib_pods_on_one_24gib_card_the_th
     assert {n for n, p in stored.items() if p["spec"].get("nodeName") == "e2e-a10-0"} == set(winners)
     ledger = await env.ledger("e2e-a10-0")
     assert ledger is not None
-    entries = {a["name"]: a for a in ledger["spec"]["allocations"] if a["namespace"] == env.ns}
+    entries = {a.name: a for a in entries_of(ledger) if a.namespace == env.ns}
     assert sorted(entries) == winners
-    assert all(e.get("admitted") is True for e in entries.values())
+    assert all(e.admitted for e in entries.values())
 
 
 # -- many assignments at once, from two stale binders --------------------------------------------
@@ -175,9 +175,9 @@ async def test_1000_concurrent_assignments_from_two_stale_binders_never_overcomm
             stray = []
             for spec in ARBITER_NODES:
                 ledger = await env.ledger(spec.name)
-                for entry in (ledger or {}).get("spec", {}).get("allocations", []):
-                    if placed.get(entry["podUID"]) != spec.name:
-                        stray.append((spec.name, entry["name"]))
+                for entry in entries_of(ledger):
+                    if placed.get(entry.pod_uid) != spec.name:
+                        stray.append((spec.name, entry.name))
             return not stray
 
         await until("no ledger entry for a pod not bound to its node", leftovers, within=60.0)

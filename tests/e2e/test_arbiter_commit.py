@@ -35,7 +35,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from tests.e2e.conftest import Env, gpu_pod, story_nodes
+from tests.e2e.conftest import Env, entries_of, gpu_pod, story_nodes
 from tests.e2e.harness import GpuNode, until
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, encode
@@ -75,12 +75,7 @@ async def pods_of(env: Env, names: Sequence[str], memory: int) -> list[Obj]:
 async def held(env: Env) -> dict[str, list[str]]:
     """The story's entries in the node's ledger: pod name -> the GPUs it holds."""
     ledger = await env.ledger(NODE.name)
-    entries = (ledger or {}).get("spec", {}).get("allocations") or []
-    return {
-        e["name"]: sorted(d["uuid"] for c in e.get("containers") or [] for d in c.get("devices") or [])
-        for e in entries
-        if e["namespace"] == env.ns
-    }
+    return {e.name: sorted(d.uuid for d in e.grants()) for e in entries_of(ledger) if e.namespace == env.ns}
 
 
 async def refused(call: Any) -> KubeError:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from tests.e2e.conftest import Env, gpu_pod, plain_pod
+from tests.e2e.conftest import Env, entries_of, gpu_pod, plain_pod
 from tests.e2e.harness import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, until
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import KubeError, NotFound
@@ -198,7 +198,6 @@ async def test_the_controllers_binding_passes_and_a_tenant_cannot_rewrite_it(
             return False
         except NotFound:
             ledger = await env.ledger("e2e-ha-0")
-            entries = (ledger or {}).get("spec", {}).get("allocations") or []
-            return not any(e.get("podUID") == uid for e in entries)
+            return not any(e.pod_uid == uid for e in entries_of(ledger))
 
     await until("trainer's ledger entry released", released)

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import CONTROLLER_0, WEBHOOK_0, Env, gpu_pod, plain_pod
+from tests.e2e.conftest import CONTROLLER_0, WEBHOOK_0, Env, entries_of, gpu_pod, plain_pod
 from tests.e2e.harness import CONTROLLER_SA, IB_LABEL, LEASE, NAMESPACE, POOL_LABEL, until
+from vgpu_guard.engine.ledger import Allocation, DeviceGrant
 from vgpu_guard.kube.errors import KubeError, NotFound
 from vgpu_guard.kube.resources import GANG_PLACEMENTS, LEASES, LEDGERS, PODGROUPS, PODS, QUEUES, Resource
 
@@ -148,7 +149,7 @@ async def test_seed_000_three_12gib_pods_on_one_free_24gib_card_two_bound_one_pe
     # The ledger books both pods on the card and nothing more.
     ledger = await env.ledger("e2e-a10-0")
     assert ledger is not None
-    entries = {a["podUID"]: a for a in ledger["spec"]["allocations"]}
+    entries = {a.pod_uid: a for a in entries_of(ledger)}
     assert set(entries) == {p["metadata"]["uid"] for p in bound(pods)}
     assert ledger["spec"]["summary"]["memoryMiB"] == CARD
     assert card_memory(pods, "GPU-e2e-a10-0-0") == CARD
@@ -228,9 +229,10 @@ async def test_mig_request_is_rounded_to_the_profile_volcano_places_and_the_pod_
     assert annotations_of(pod)["volcano.sh/vgpu-ids-new"] == "GPU-e2e-mig-0-0[group1-0],NVIDIA,5120,0:"
     ledger = await env.ledger("e2e-mig-0")
     assert ledger is not None
-    (entry,) = [a for a in ledger["spec"]["allocations"] if a["podUID"] == pod["metadata"]["uid"]]
-    (device,) = entry["containers"][0]["devices"]
-    assert (device["uuid"], device["memoryMiB"], device["mig"]["profile"]) == (
+    (entry,) = [a for a in entries_of(ledger) if a.pod_uid == pod["metadata"]["uid"]]
+    (device,) = entry.containers[0].devices
+    assert device.mig is not None
+    assert (device.uuid, device.memory, device.mig.profile) == (
         "GPU-e2e-mig-0-0",
         5120,
         "1g.5gb",
@@ -355,24 +357,20 @@ async def test_controller_killed_between_ledger_write_and_binding_converges_with
     created, _ = await env.create(PODS, gpu_pod("first", 12288, pool="crash"))
     uid = created["metadata"]["uid"]
 
-    async def committed_entry() -> Obj:
+    async def committed_entry() -> Allocation:
         async for event in env.api.watch(
             LEDGERS, resource_version=listed.resource_version, field_selector="metadata.name=e2e-crash-0"
         ):
-            for entry in event.object.get("spec", {}).get("allocations") or []:
-                if entry["podUID"] == uid and entry.get("committed"):
+            for entry in entries_of(event.object):
+                if entry.pod_uid == uid and entry.committed:
                     await controller.kill()  # SIGKILL: no shutdown code, the Lease is not released
-                    return dict(entry)
+                    return entry
         raise AssertionError("the ledger watch ended before the entry was committed")
 
     entry = await asyncio.wait_for(committed_entry(), timeout=20)
     assert controller.process is not None and controller.process.returncode == -signal.SIGKILL
     # Between the two writes: booked in the ledger, not bound.
-    assert entry["containers"][0]["devices"][0] == {
-        "uuid": "GPU-e2e-crash-0-0",
-        "memoryMiB": 12288,
-        "cores": 0,
-    }
+    assert entry.containers[0].devices[0] == DeviceGrant("GPU-e2e-crash-0-0", 12288, 0)
     assert "nodeName" not in (await env.pod("first"))["spec"]
 
     await restore()
@@ -386,7 +384,7 @@ async def test_controller_killed_between_ledger_write_and_binding_converges_with
     assert card_memory(pods, "GPU-e2e-crash-0-0") == CARD
     ledger = await env.ledger("e2e-crash-0")
     assert ledger is not None
-    assert {a["podUID"] for a in ledger["spec"]["allocations"]} == {p["metadata"]["uid"] for p in bound(pods)}
+    assert {a.pod_uid for a in entries_of(ledger)} == {p["metadata"]["uid"] for p in bound(pods)}
     assert ledger["spec"]["summary"]["memoryMiB"] == CARD
 
 
@@ -425,7 +423,7 @@ async def test_two_controllers_one_leader_no_overcommit_and_the_standby_takes_ov
     assert "vgpu_guard_leader 1.0" in await second.metrics()
     ledger = await env.ledger("e2e-ha-0")
     assert ledger is not None
-    assert {a["podUID"] for a in ledger["spec"]["allocations"]} == {p["metadata"]["uid"] for p in bound(pods)}
+    assert {a.pod_uid for a in entries_of(ledger)} == {p["metadata"]["uid"] for p in bound(pods)}
 
 
 async def _holder(env: Env, identity: str) -> Obj | None:
@@ -542,7 +540,7 @@ async def test_routing_binds_a_mixed_gang_whole_and_its_podgroup_says_running(en
     launcher_now = next(p for p in pods if p["metadata"]["name"] == "launcher")
     assert "volcano.sh/vgpu-ids-new" not in annotations_of(launcher_now)
     ledger = await env.api.get(LEDGERS, "e2e-a10-0")
-    holders = {a["name"] for a in ledger["spec"]["allocations"] if a["namespace"] == env.ns}
+    holders = {a.name for a in entries_of(ledger) if a.namespace == env.ns}
     assert holders == {"worker-0", "worker-1"}
 
     async def running() -> Obj | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Env, gpu_pod, story_nodes
+from tests.e2e.conftest import Env, entries_of, gpu_pod, story_nodes
 from tests.e2e.harness import GpuNode
 from tests.e2e.test_arbiter import A10, CARD, notes, used_per_gpu, volcano_mode
 from tests.e2e.volcano import Binder, Device, Version
@@ -84,7 +84,7 @@ async def test_health_true_and_a_duplicate_uuid_cost_one_card_not_the_node(
         ]
         ledger = await env.ledger(DUP.name)
         assert ledger is not None
-        assert sorted(a["name"] for a in ledger["spec"]["allocations"] if a["namespace"] == env.ns) == [
+        assert sorted(a.name for a in entries_of(ledger) if a.namespace == env.ns) == [
             f"dup-{i}" for i in range(4)
         ]
 

@@ -20,7 +20,7 @@ from vgpu_guard.engine.ledger import (
     decode_ledger,
     encode_ledger,
 )
-from vgpu_guard.engine.ledger_summary import gpu_summaries, ledger_summary
+from vgpu_guard.engine.ledger_summary import gpu_summaries, ledger_summary, summary_fields
 from vgpu_guard.kube.resources import LEDGERS
 
 
@@ -49,7 +49,7 @@ LEDGER = NodeLedger(
 
 
 def test_summary_per_gpu_and_node_totals() -> None:
-    assert ledger_summary(LEDGER, NODE, 1) == {
+    assert summary_fields(LEDGER, NODE, 1) == {
         "pods": 5,
         "devices": 6,
         "memoryMiB": 48208,
@@ -76,10 +76,27 @@ def test_summary_per_gpu_and_node_totals() -> None:
     }  # fmt: skip
 
 
+def test_the_stored_summary_is_the_same_with_each_gpu_one_line() -> None:
+    """The object carries each GPU as one line of text (issue 44), with the JSON's names."""
+    stored, fields = ledger_summary(LEDGER, NODE, 1), summary_fields(LEDGER, NODE, 1)
+    assert {k: v for k, v in stored.items() if k != "perGPU"} == {
+        k: v for k, v in fields.items() if k != "perGPU"
+    }
+    assert stored["perGPU"] == [
+        "GPU-n-0 index=0 memoryMiB=18432/24576 memoryPercent=75 coresPercent=100 pods=2 vGPUs=2 full",
+        "GPU-n-1 index=1 memoryMiB=24576/24576 memoryPercent=100 coresPercent=0 pods=1 vGPUs=1 full",
+        "GPU-n-2 index=2 memoryMiB=200/24576 memoryPercent=0 coresPercent=0 pods=2 vGPUs=2 full",
+        "GPU-gone memoryMiB=5000 coresPercent=10 pods=1 vGPUs=1 migInstances=1 unregistered",
+    ]
+    assert ledger_summary(NodeLedger("n"), NODE)["perGPU"][0] == (
+        "GPU-n-0 index=0 memoryMiB=0/24576 memoryPercent=0 coresPercent=0 pods=0 vGPUs=0"
+    )
+
+
 def test_memory_factor_scales_registered_capacity_and_idle_gpus_are_listed() -> None:
     node = NodeInfo("n", gpus=(card(0, memory=24), card(1, memory=24)), mode="hami-core")
     ledger = NodeLedger("n", {"u1": entry("u1", DeviceGrant("GPU-n-1", 6144, 25))})
-    summary = ledger_summary(ledger, node, 1024)
+    summary = summary_fields(ledger, node, 1024)
     assert {k: v for k, v in summary.items() if k != "perGPU"} == {
         "pods": 1,
         "devices": 1,
@@ -112,10 +129,11 @@ def test_ties_go_to_cores_then_the_lowest_index() -> None:
 
 
 def test_without_the_node_only_what_the_entries_say() -> None:
-    summary = ledger_summary(LEDGER, None)
+    summary = summary_fields(LEDGER, None)
     assert set(summary) == {"pods", "devices", "memoryMiB", "migInstances", "perGPU"}
     assert [g["uuid"] for g in summary["perGPU"]] == ["GPU-gone", "GPU-n-0", "GPU-n-1", "GPU-n-2"]
     assert all(g["registered"] is False for g in summary["perGPU"])
+    assert all(g.endswith(" unregistered") for g in ledger_summary(LEDGER, None)["perGPU"])
     assert ledger_summary(NodeLedger("empty"), None) == {
         "pods": 0,
         "devices": 0,
@@ -135,7 +153,7 @@ def test_summary_is_schema_valid_and_optional() -> None:
 
 def _forged(obj: dict[str, Any]) -> dict[str, Any]:
     forged = {"pods": 0, "devices": 0, "memoryMiB": 0, "freeMemoryMiB": 10**9, "fullGPUs": 0,
-              "perGPU": [{"uuid": "GPU-n-1", "memoryMiB": 0, "registeredMemoryMiB": 10**9, "full": False}]}  # fmt: skip
+              "perGPU": ["GPU-n-1 memoryMiB=0/1000000000", {"uuid": "GPU-n-1", "full": False}]}  # fmt: skip
     return {**obj, "spec": {**obj["spec"], "summary": forged}}
 
 

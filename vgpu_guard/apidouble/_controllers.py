@@ -80,7 +80,7 @@ class Controllers:
                 f"{crd['metadata']['name']} are ignored"
             )
         if old is not None:
-            self._redefault(info)
+            self._redecode(info)
         status = crd.get("status") or {}
         if any(c.get("type") == "Established" for c in status.get("conditions") or []):
             return
@@ -100,14 +100,18 @@ class Controllers:
         }
         table.put(table.types[CRDS], "MODIFIED", updated, crd)
 
-    def _redefault(self, info: TypeInfo) -> None:
-        """A changed schema's defaults show on read, as the API server defaults at decode time."""
+    def _redecode(self, info: TypeInfo) -> None:
+        """A changed schema shows on read: kube-apiserver decodes what it reads from etcd with the
+        CRD's current schema, pruning what it no longer declares and defaulting what it does
+        (customresource_handler.go, the storage codec's ``schemaCoercingDecoder``), so stored
+        objects read pruned and defaulted, with no write and no watch event."""
         schema = info.schemas.get(info.versions[0])
         if schema is None:
             return
         objects = self._table.objects[info.key]
         for key, obj in list(objects.items()):
             fresh = deep_copy(obj)
+            schema.prune(fresh)
             schema.apply_defaults(fresh)
             if fresh != obj:
                 objects[key] = fresh

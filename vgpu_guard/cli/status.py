@@ -49,7 +49,7 @@ from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.devices import REGISTER_ANNOTATION
 from vgpu_guard.engine.ledger import LedgerError, LedgerViolation, NodeLedger, check_invariants, decode_ledger
-from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, ledger_summary
+from vgpu_guard.engine.ledger_summary import GpuSummary, fullest, gpu_summaries, summary_fields
 from vgpu_guard.engine.objects import ObjMap as Obj
 from vgpu_guard.engine.rules.queues_validate import QueueTree, audit_queues, format_amount
 from vgpu_guard.engine.untrusted import as_mapping
@@ -416,14 +416,15 @@ def render_text(status: FleetStatus, *, width: int = 110) -> str:
 
 
 def status_json(status: FleetStatus) -> dict[str, Any]:
-    """Everything, untruncated; per node the same summary the controller stores in the ledger."""
+    """Everything, untruncated; per node the summary the controller stores in the ledger, each GPU
+    as an object of fields (the ledger writes each as one line of text with the same names)."""
     return {
         "nodes": [
             {
                 "name": n.name,
                 "mode": n.info.mode if n.info is not None else None,
                 "problem": n.problem,
-                "summary": ledger_summary(n.ledger, n.info, status.memory_factor),
+                "summary": summary_fields(n.ledger, n.info, status.memory_factor),
                 "violations": [
                     {"gpu": v.gpu, "kind": v.kind, "message": _violation_text(n, v)} for v in n.violations
                 ],

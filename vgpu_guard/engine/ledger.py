@@ -12,20 +12,25 @@ factor; capacities come from the node's registration at check time, never from t
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import quote, unquote
 
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.devices import GpuDevice
 from vgpu_guard.engine.mig_placement import total_slices
-from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, MAX_UNIX_SECONDS
+from vgpu_guard.engine.untrusted import MAX_GPU_MEMORY_MIB, MAX_UNIX_SECONDS, plain_int
 
 __all__ = [
     "API_VERSION",
+    "ENTRY_FLAGS",
     "KIND",
+    "MAX_CONTAINER_INDEX",
+    "MAX_MIG_NUMBER",
     "Allocation",
     "ContainerGrant",
     "DeviceGrant",
@@ -37,7 +42,9 @@ __all__ = [
     "cached_ledger",
     "check_invariants",
     "check_write",
+    "decode_entry",
     "decode_ledger",
+    "encode_entry",
     "encode_ledger",
     "gpu_usage",
 ]
@@ -126,11 +133,17 @@ class Allocation:
 
 @dataclass(frozen=True)
 class NodeLedger:
-    """One node's ledger as last read (``resource_version`` None: the object does not exist yet)."""
+    """One node's ledger as last read (``resource_version`` None: the object does not exist yet).
+
+    ``legacy``: the stored object holds entries (or a summary) as a release before issue 44 wrote
+    them, one JSON object each; read the same, and rewritten as strings by the controller (it is
+    not part of the ledger's value: equal entries are equal ledgers however they were stored).
+    """
 
     node: str
     allocations: Mapping[str, Allocation] = field(default_factory=dict)
     resource_version: str | None = None
+    legacy: bool = field(default=False, compare=False)
 
     def with_allocation(self, allocation: Allocation) -> NodeLedger:
         """The ledger plus ``allocation``; unchanged when the same entry is already there.
@@ -427,55 +440,250 @@ def _volcano_rules(
 
 
 # --- encoding: the GPULedger custom resource -------------------------------------------------------
+#
+# Each entry of ``spec.allocations`` is one line of text (issue 44: a typed entry of ~25 JSON values
+# cost kube-apiserver 1.20 2.5-10x the CPU of a ConfigMap of the same bytes to decode, prune,
+# validate and track; one string a pod costs about what a ConfigMap does). The grammar, written and
+# read only here (docs/design/ledger.md "Wire format" shows it with examples):
+#
+#   entry     = NAMESPACE "/" NAME " podUID=" UID [" queue=" QUEUE] [" podGroup=" GROUP]
+#               " reservedAt=" SECONDS *(" committed" / " admitted" / " adopted") *(" | " container)
+#   container = "#" INDEX [" " NAME] *(" " device)
+#   device    = UUID "=" MIB "MiB," CORES "%" ["," "mig=" GROUP "/" PROFILE "/" POSITION]
+#               ["," "slices=" START "+" SIZE]
+#
+# e.g. ``team-a/web-0 podUID=6c1f... queue=default reservedAt=1750000000 committed | #0 web
+# GPU-8f1c...=12288MiB,0%``. Every name is written as it is when it holds only [A-Za-z0-9._~-] (every
+# Kubernetes name, UUID and MIG profile does), percent-encoded (RFC 3986) otherwise, so no value can
+# be mistaken for a separator. Numbers are ASCII digits within the bounds below; a token the grammar
+# does not know is an error, not skipped: an entry written by a later release is refused whole (its
+# node left alone), never read as less than it holds.
+#
+# Entries written by releases before issue 44 (one JSON object each, the same fields) are read too:
+# the CRD leaves both kinds of item as sent (its items are untyped), and the next write of the ledger
+# writes strings (``NodeLedger.legacy``).
+
+MAX_CONTAINER_INDEX = 1 << 20  # an index into spec.containers: more containers than a pod object can hold
+MAX_MIG_NUMBER = 1 << 10  # a MIG position, first slice or slice count (cards have 7 or 8 slices)
+ENTRY_FLAGS = ("committed", "admitted", "adopted")
+_SECTION = " | "
+_PLAIN = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
 
 
-def _encode_allocation(a: Allocation) -> dict[str, Any]:
-    containers = []
-    for c in a.containers:
-        devices = []
-        for d in c.devices:
-            device: dict[str, Any] = {"uuid": d.uuid, "memoryMiB": d.memory, "cores": d.cores}
-            if d.mig is not None:
-                mig: dict[str, Any] = {
-                    "group": d.mig.group,
-                    "profile": d.mig.profile,
-                    "position": d.mig.position,
-                }
-                if d.mig.start is not None and d.mig.size is not None:
-                    mig |= {"start": d.mig.start, "size": d.mig.size}
-                device["mig"] = mig
-            devices.append(device)
-        container: dict[str, Any] = {"index": c.index, "devices": devices}
-        if c.name:
-            container["name"] = c.name
-        containers.append(container)
-    out: dict[str, Any] = {
-        "podUID": a.pod_uid,
-        "namespace": a.namespace,
-        "name": a.name,
-        "reservedAt": a.reserved_at,
-        "containers": containers,
-    }
-    # Optional strings are left out when empty: kube-apiserver 1.20 reads "" as null and refuses the
-    # whole ledger ('must be of type string: "null"', go-openapi), so an entry decoded without a
-    # queue or a container name (a hand edit) would make every write of its node fail.
+def _text(value: str) -> str:
+    """A name as an entry writes it: as it is when plain, percent-encoded when it holds anything
+    the grammar could read as a separator (or anything outside RFC 3986's unreserved characters)."""
+    return value if _PLAIN(value) else quote(value, safe="")
+
+
+def encode_entry(a: Allocation) -> str:
+    """One ledger entry as its line of text (the grammar above); ``decode_entry`` reads it back equal."""
+    out = [f"{_text(a.namespace)}/{_text(a.name)} podUID={_text(a.pod_uid)}"]
     if a.queue:
-        out["queue"] = a.queue
+        out.append(f" queue={_text(a.queue)}")
     if a.group:
-        out["podGroup"] = a.group
-    if a.adopted:
-        out["adopted"] = True
+        out.append(f" podGroup={_text(a.group)}")
+    out.append(f" reservedAt={a.reserved_at}")
     if a.committed:
-        out["committed"] = True
+        out.append(" committed")
     if a.admitted:
-        out["admitted"] = True
-    return out
+        out.append(" admitted")
+    if a.adopted:
+        out.append(" adopted")
+    for c in a.containers:
+        out.append(f"{_SECTION}#{c.index}")
+        if c.name:
+            out.append(f" {_text(c.name)}")
+        for d in c.devices:
+            out.append(f" {_text(d.uuid)}={d.memory}MiB,{d.cores}%")
+            mig = d.mig
+            if mig is not None:
+                out.append(f",mig={_text(mig.group)}/{_text(mig.profile)}/{mig.position}")
+                if mig.start is not None and mig.size is not None:
+                    out.append(f",slices={mig.start}+{mig.size}")
+    return "".join(out)
+
+
+def _name(token: str, path: str, what: str) -> str:
+    """A name as written: percent-decoded when it holds an escape."""
+    if "%" not in token:
+        return token
+    try:
+        return unquote(token, errors="strict")
+    except UnicodeDecodeError:
+        raise LedgerError(f"{path}: {what} {token!r} is not UTF-8 once percent-decoded") from None
+
+
+def _number(text: str, path: str, what: str, most: int, least: int = 0) -> int:
+    """ASCII digits within ``least``..``most``: what no GPU, pod or clock can hold is refused by name."""
+    value = plain_int(text)
+    if value is None:
+        raise LedgerError(f"{path}: {what} {text!r} is not a number")
+    if not least <= value <= most:
+        raise LedgerError(f"{path}: {what} {value} is outside {least}..{most}")
+    return value
+
+
+_HEAD_KEYS = ("podUID", "queue", "podGroup", "reservedAt")
+# The entries our writer writes, plain names and no MIG: matched whole by one expression, then the
+# numbers checked against their bounds; anything else (or a number out of bounds) goes through
+# ``_decode_entry``, which names what is wrong. A start decodes 100,000 entries: ~2x faster so.
+_N = r"[A-Za-z0-9._~-]"
+_WELL_FORMED = re.compile(  # possessive (*+): nothing to backtrack into, ~15 % faster
+    rf"({_N}*+)/({_N}*+) podUID=({_N}*+)(?: queue=({_N}++))?(?: podGroup=({_N}++))?"
+    rf" reservedAt=([0-9]{{1,10}}+)( committed)?( admitted)?( adopted)?"
+    rf"((?: \| #[0-9]{{1,7}}+(?: {_N}++(?!=))?+(?: {_N}*+=[0-9]{{1,8}}+MiB,[0-9]{{1,3}}+%)*+)*+)"
+).fullmatch
+
+
+def _well_formed_entry(text: str) -> Allocation | None:
+    """The entry when it is one our writer writes without MIG, its numbers within bounds; else None."""
+    m = _WELL_FORMED(text)
+    if m is None:
+        return None
+    namespace, name, uid, queue, group, reserved, committed, admitted, adopted, rest = m.groups()
+    containers = []
+    for section in rest.split(" | #")[1:]:  # the expression matched: split by what it matched
+        index, *tokens = section.split(" ")
+        container = tokens.pop(0) if tokens and "=" not in tokens[0] else ""
+        devices = []
+        for token in tokens:
+            uuid, _, numbers = token.partition("=")
+            memory, _, cores = numbers.partition("MiB,")
+            mib, percent = int(memory), int(cores[:-1])
+            if mib > MAX_GPU_MEMORY_MIB or percent > MAX_CORES:
+                return None
+            devices.append(DeviceGrant(sys.intern(uuid), mib, percent))
+        number = int(index)
+        if number > MAX_CONTAINER_INDEX:
+            return None
+        containers.append(ContainerGrant(number, container, tuple(devices)))
+    return Allocation(
+        uid,
+        sys.intern(namespace),
+        name,
+        sys.intern(queue or ""),
+        tuple(containers),
+        int(reserved),  # 10 digits at most: within MAX_UNIX_SECONDS
+        group or "",
+        adopted is not None,
+        committed is not None,
+        admitted is not None,
+    )
+
+
+def decode_entry(text: str, path: str = "entry") -> Allocation:
+    """An entry's line of text (``encode_entry``); raises ``LedgerError`` naming ``path`` and the field."""
+    return _well_formed_entry(text) or _decode_entry(text, path)
+
+
+def _decode_entry(text: str, path: str) -> Allocation:
+    """``decode_entry``'s checked path: every token read on its own, an error naming the field."""
+    head, *sections = text.split(_SECTION)
+    pod, *tokens = head.split(" ")
+    namespace, slash, name = pod.partition("/")
+    if not slash or "/" in name:
+        raise LedgerError(f"{path}: {pod!r} is not NAMESPACE/NAME")
+    fields: dict[str, str] = {}
+    flags: set[str] = set()
+    for token in tokens:
+        key, eq, value = token.partition("=")
+        if eq and key in _HEAD_KEYS:
+            if key in fields:
+                raise LedgerError(f"{path}: {key} is given twice")
+            fields[key] = value
+        elif not eq and token in ENTRY_FLAGS:
+            if token in flags:
+                raise LedgerError(f"{path}: {token} is given twice")
+            flags.add(token)
+        else:
+            raise LedgerError(
+                f"{path}: unknown field {token!r} (known: {', '.join((*_HEAD_KEYS, *ENTRY_FLAGS))})"
+            )
+    where = f"{path} ({pod})"
+    uid = fields.get("podUID")
+    if uid is None:
+        raise LedgerError(f"{where}: podUID is missing")
+    reserved = fields.get("reservedAt")
+    return Allocation(
+        _name(uid, where, "podUID"),
+        sys.intern(_name(namespace, where, "namespace")),
+        _name(name, where, "name"),
+        sys.intern(_name(fields.get("queue", ""), where, "queue")),
+        tuple(_decode_container(section, where) for section in sections),
+        _number(reserved, where, "reservedAt", MAX_UNIX_SECONDS) if reserved is not None else 0,
+        _name(fields.get("podGroup", ""), where, "podGroup"),
+        "adopted" in flags,
+        "committed" in flags,
+        "admitted" in flags,
+    )
+
+
+def _decode_container(section: str, where: str) -> ContainerGrant:
+    index, *tokens = section.split(" ")
+    path = f"{where} container {index}"
+    if not index.startswith("#"):
+        raise LedgerError(f"{path}: {index!r} is not #INDEX")
+    number = _number(index[1:], path, "index", MAX_CONTAINER_INDEX)
+    name = ""
+    if tokens and "=" not in tokens[0]:
+        name = _name(tokens.pop(0), path, "name")
+    return ContainerGrant(number, name, tuple(_decode_device(token, path) for token in tokens))
+
+
+def _decode_device(token: str, path: str) -> DeviceGrant:
+    uuid, eq, rest = token.partition("=")
+    memory, _, rest = rest.partition(",")
+    cores, _, rest = rest.partition(",")
+    if not eq or not memory.endswith("MiB") or not cores.endswith("%"):
+        raise LedgerError(f"{path}: device {token!r} is not UUID=MEMORYMiB,CORES%")
+    uuid = _name(uuid, path, "GPU uuid")
+    where = f"{path} GPU {uuid}"
+    mig, slices = None, None
+    for attribute in rest.split(",") if rest else ():
+        key, eq, value = attribute.partition("=")
+        if key == "mig" and eq and mig is None:
+            mig = value
+        elif key == "slices" and eq and slices is None:
+            slices = value
+        else:
+            raise LedgerError(f"{where}: unknown or repeated attribute {attribute!r} (known: mig, slices)")
+    if mig is None and slices is not None:
+        raise LedgerError(f"{where}: slices without mig")
+    return DeviceGrant(
+        sys.intern(uuid),
+        _number(memory[:-3], where, "memoryMiB", MAX_GPU_MEMORY_MIB),
+        _number(cores[:-1], where, "cores", MAX_CORES),
+        _decode_mig(mig, slices, where) if mig is not None else None,
+    )
+
+
+def _decode_mig(mig: str, slices: str | None, where: str) -> MigSlot:
+    parts = mig.split("/")
+    if len(parts) != 3:
+        raise LedgerError(f"{where}: mig {mig!r} is not GROUP/PROFILE/POSITION")
+    group, profile, position = parts
+    start = size = None
+    if slices is not None:
+        first, plus, count = slices.partition("+")
+        if not plus:
+            raise LedgerError(f"{where}: slices {slices!r} is not START+SIZE")
+        start = _number(first, where, "slices start", MAX_MIG_NUMBER)
+        size = _number(count, where, "slices size", MAX_MIG_NUMBER, 1)
+    return MigSlot(
+        _name(group, where, "mig group"),
+        _name(profile, where, "mig profile"),
+        _number(position, where, "mig position", MAX_MIG_NUMBER),
+        start,
+        size,
+    )
 
 
 def encode_ledger(ledger: NodeLedger, summary: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The GPULedger object for a write; carries ``resourceVersion`` when read from the API.
 
-    ``summary`` (engine/ledger_summary.py) is stored as ``spec.summary`` for ``kubectl get``
+    Entries are written one string each, in (namespace, name, uid) order. ``summary``
+    (engine/ledger_summary.py ``ledger_summary``) is stored as ``spec.summary`` for ``kubectl get``
     columns; it is derived, never read back by ``decode_ledger``, and left out when None.
     """
     metadata: dict[str, Any] = {"name": ledger.node, "labels": {"vgpu-guard.io/node": ledger.node}}
@@ -484,11 +692,14 @@ def encode_ledger(ledger: NodeLedger, summary: Mapping[str, Any] | None = None) 
     allocations = sorted(ledger.allocations.values(), key=lambda a: (a.namespace, a.name, a.pod_uid))
     spec: dict[str, Any] = {
         "nodeName": ledger.node,
-        "allocations": [_encode_allocation(a) for a in allocations],
+        "allocations": [encode_entry(a) for a in allocations],
     }
     if summary is not None:
         spec["summary"] = dict(summary)
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+# --- entries written before issue 44: one JSON object each (read, never written) -------------------
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
@@ -515,7 +726,7 @@ def _well_formed_allocation(raw: object) -> Allocation | None:
         if type(c) is not dict:
             return None
         index, raw_devices = c.get("index"), c.get("devices")
-        if type(index) is not int or type(raw_devices) is not list:
+        if type(index) is not int or type(raw_devices) is not list or not 0 <= index <= MAX_CONTAINER_INDEX:
             return None
         devices = []
         for d in raw_devices:
@@ -590,9 +801,9 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
                 mig = MigSlot(
                     group=_field(m, "group", str, mpath),
                     profile=_field(m, "profile", str, mpath),
-                    position=_field(m, "position", int, mpath),
-                    start=_field(m, "start", int, mpath) if "start" in m else None,
-                    size=_field(m, "size", int, mpath) if "size" in m else None,
+                    position=_bounded(m, "position", mpath, MAX_MIG_NUMBER),
+                    start=_bounded(m, "start", mpath, MAX_MIG_NUMBER) if "start" in m else None,
+                    size=_bounded(m, "size", mpath, MAX_MIG_NUMBER, 1) if "size" in m else None,
                 )
             devices.append(
                 DeviceGrant(
@@ -604,7 +815,7 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
             )
         containers.append(
             ContainerGrant(
-                index=_field(c, "index", int, cpath),
+                index=_bounded(c, "index", cpath, MAX_CONTAINER_INDEX),
                 name=str(c.get("name") or ""),
                 devices=tuple(devices),
             )
@@ -619,12 +830,13 @@ def _decode_allocation(raw: object, path: str) -> Allocation:
     )
 
 
-def _bounded(obj: Mapping[str, Any], key: str, path: str, most: int) -> int:
-    """An integer field within 0..``most``: what no GPU can hold is unreadable, not summed (the
-    ledger's own sums are int64, and a write over that limit is refused by the API server)."""
+def _bounded(obj: Mapping[str, Any], key: str, path: str, most: int, least: int = 0) -> int:
+    """An integer field within ``least``..``most``: what no GPU can hold is unreadable, not summed
+    (the ledger's own sums are int64, and a write over that limit is refused by the API server).
+    The CRD no longer types these entries (issue 44), so every bound it gave is checked here."""
     value: int = _field(obj, key, int, path)
-    if not 0 <= value <= most:
-        raise LedgerError(f"{path}.{key}: {value} is outside 0..{most}")
+    if not least <= value <= most:
+        raise LedgerError(f"{path}.{key}: {value} is outside {least}..{most}")
     return value
 
 
@@ -698,12 +910,33 @@ def decode_ledger(obj: Mapping[str, Any]) -> NodeLedger:
     raw_list = spec.get("allocations") or []
     if not isinstance(raw_list, list):
         raise LedgerError(f"GPULedger {node}: spec.allocations must be a list")
+    legacy = False
     for i, raw in enumerate(raw_list):
-        allocation = _well_formed_allocation(raw) or _decode_allocation(
-            raw, f"GPULedger {node}: spec.allocations[{i}]"
-        )
+        if type(raw) is str:
+            allocation = decode_entry(raw, f"GPULedger {node}: spec.allocations[{i}]")
+        elif isinstance(raw, Mapping):
+            legacy = True
+            allocation = _well_formed_allocation(raw) or _decode_allocation(
+                raw, f"GPULedger {node}: spec.allocations[{i}]"
+            )
+        else:
+            raise LedgerError(
+                f"GPULedger {node}: spec.allocations[{i}]: expected a string (or an object, as releases "
+                f"before issue 44 wrote entries), got {raw!r}"
+            )
         if allocation.pod_uid in allocations:
             raise LedgerError(f"GPULedger {node}: pod uid {allocation.pod_uid} appears twice")
         allocations[allocation.pod_uid] = allocation
     rv = metadata.get("resourceVersion")
-    return NodeLedger(node=node, allocations=allocations, resource_version=str(rv) if rv else None)
+    return NodeLedger(
+        node=node,
+        allocations=allocations,
+        resource_version=str(rv) if rv else None,
+        legacy=legacy or _legacy_summary(spec.get("summary")),
+    )
+
+
+def _legacy_summary(summary: object) -> bool:
+    """A summary as releases before issue 44 wrote it: one JSON object a GPU in ``perGPU``."""
+    per_gpu = summary.get("perGPU") if isinstance(summary, Mapping) else None
+    return isinstance(per_gpu, list) and any(isinstance(g, Mapping) for g in per_gpu)

@@ -7,6 +7,11 @@ from the entries and the node's registration, on every write, and never read bac
 stay the only truth (``decode_ledger`` ignores the summary), so a hand-edited or stale summary can
 mislead a reader of ``kubectl get`` until the next write but can never change a decision.
 
+In the object each GPU is one line of text (issue 44: eight typed GPU objects were most of what a
+small ledger's write cost the API server), with the same names the JSON of ``vgpu-guard status``
+uses (``summary_fields``), e.g. ``GPU-8f1c... index=0 memoryMiB=12288/24576 memoryPercent=50
+coresPercent=0 pods=1 vGPUs=1 full``; the node totals stay typed integers, for the columns.
+
 Why ``spec`` and not ``status``: the CRD has no status subresource, and adding one would split
 the ledger into two writes (the body, then /status) with a window in which they disagree; one
 compare-and-swap write of the whole object keeps the summary exactly as fresh as the entries.
@@ -14,14 +19,14 @@ compare-and-swap write of the whole object keeps the summary exactly as fresh as
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import MAX_CORES, GpuUsage, NodeLedger, gpu_usage
 
-__all__ = ["GpuSummary", "fullest", "gpu_summaries", "ledger_summary"]
+__all__ = ["GpuSummary", "fullest", "gpu_summaries", "gpu_text", "ledger_summary", "summary_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +134,42 @@ def _encode_gpu(g: GpuSummary) -> dict[str, Any]:
     return out
 
 
+def gpu_text(g: GpuSummary) -> str:
+    """One GPU as ``spec.summary.perGPU`` writes it: its uuid, then ``key=value`` words with the
+    names of ``summary_fields``' objects (MiB reserved/registered in one word; MIG instances only
+    when there are some), then ``full`` or ``unregistered``. Written for readers, never parsed."""
+    words = [g.uuid]
+    if g.index is not None:
+        words.append(f"index={g.index}")
+    if g.registered_mib is None:
+        words.append(f"memoryMiB={g.memory_mib}")
+    else:
+        words += [f"memoryMiB={g.memory_mib}/{g.registered_mib}", f"memoryPercent={g.memory_percent}"]
+    words += [f"coresPercent={g.cores}", f"pods={g.pods}", f"vGPUs={g.vgpus}"]
+    if g.mig_instances:
+        words.append(f"migInstances={g.mig_instances}")
+    if g.registered_mib is None:
+        words.append("unregistered")
+    elif g.full:
+        words.append("full")
+    return " ".join(words)
+
+
 def ledger_summary(ledger: NodeLedger, node: NodeInfo | None, memory_factor: int = 1) -> dict[str, Any]:
-    """``spec.summary`` of the ledger's object: node totals for the printer columns, and per GPU.
+    """``spec.summary`` of the ledger's object: node totals for the printer columns, and one line
+    of text per GPU (``gpu_text``)."""
+    return _node_summary(ledger, node, memory_factor, gpu_text)
+
+
+def summary_fields(ledger: NodeLedger, node: NodeInfo | None, memory_factor: int = 1) -> dict[str, Any]:
+    """The same summary with each GPU as an object of fields (``vgpu-guard status -o json``)."""
+    return _node_summary(ledger, node, memory_factor, _encode_gpu)
+
+
+def _node_summary(
+    ledger: NodeLedger, node: NodeInfo | None, memory_factor: int, per_gpu: Callable[[GpuSummary], object]
+) -> dict[str, Any]:
+    """Node totals for the printer columns, and per GPU.
 
     ``node`` None (a ledger for a node that is gone or does not register GPUs): only what the
     entries say; the capacity fields are left out rather than shown as zero.
@@ -154,5 +193,5 @@ def ledger_summary(ledger: NodeLedger, node: NodeInfo | None, memory_factor: int
     top = fullest(gpus)
     if top is not None:
         out |= {"fullestGPU": top.uuid, "fullestGPUMemoryPercent": top.memory_percent}
-    out["perGPU"] = [_encode_gpu(g) for g in gpus]
+    out["perGPU"] = [per_gpu(g) for g in gpus]
     return out
