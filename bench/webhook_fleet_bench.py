@@ -21,7 +21,7 @@ then with the churn and the reviews:
   the webhook's caches see of Volcano's Bindings reserved by the arbiter (any replica's);
 * arbiter: no churn, and instead of pod reviews Volcano's Bindings at ``--bind-rate`` (20/s) sent
   to the arbiter's route (``/validate/pod-allocations``; a Binding as Volcano >= 1.16 sends it, for
-  an unbound pod of the cluster, one vGPU on a card of a random node): each is reserved with a
+  an unbound pod of the cluster, one vGPU on card k % 8 of node k % N): each is reserved with a
   compare-and-swap write of that node's GPULedger into the API double, as in production.
 
 Reported per size and case: p50, p99, the webhook's CPU per review (its process CPU during the
@@ -440,8 +440,10 @@ VOLCANO = "system:serviceaccount:volcano-system:volcano-scheduler"
 def binding_review(uid: str, k: int, nodes: int) -> Obj:
     """The AdmissionReview of the k-th Binding as Volcano >= 1.16 sends it (device_info.go,
     DefaultBinder.Bind): the assignment on the Binding, one 20 GiB vGPU with 30 % of the cores (what
-    the pod asks) on card k % 8 of a node."""
-    node = f"gpu-{random.Random(k).randrange(nodes):05d}"
+    the pod asks) on card k % 8 of node k % N."""
+    # Node k % N and card k % 8: a (node, card) pair meets Binding k again only after lcm(N, 8),
+    # so no card is asked for more than it has and every Binding must be allowed.
+    node = f"gpu-{k % nodes:05d}"
     raw = f"GPU-{node}-{k % 8},NVIDIA,20480,30:;"
     notes = {
         "volcano.sh/vgpu-ids-new": raw,
