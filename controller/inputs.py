@@ -38,7 +38,7 @@ from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.informer import Informer, InformerEvent, Key, key_of
+from vgpu_guard.kube.informer import Handler, Informer, InformerEvent, Key, key_of
 from vgpu_guard.kube.resources import (
     NAMESPACES,
     PERSISTENT_VOLUME_CLAIMS,
@@ -282,11 +282,13 @@ class CachedInputs:
         self.changed = asyncio.Event()
         # Moves when a node, Queue or PodGroup changed in a way a decision can see (not heartbeats).
         self.generation = 0
-        self.pods.add_handler(self._on_pod)
-        self.cluster.ledgers.add_handler(self._on_ledger)
-        self.cluster.nodes.add_handler(self._on_node)
-        self.cluster.queues.add_handler(self._on_other)
-        self.cluster.podgroups.add_handler(self._on_other)
+        # What we listen to, so that a stop detaches us from informers we share (``run``).
+        self._listening: list[tuple[Informer, Handler]] = []
+        self.listen(self.pods, self._on_pod)
+        self.listen(self.cluster.ledgers, self._on_ledger)
+        self.listen(self.cluster.nodes, self._on_node)
+        self.listen(self.cluster.queues, self._on_other)
+        self.listen(self.cluster.podgroups, self._on_other)
         for informer in (self.claims, self.volumes, self.namespaces):
             informer.add_handler(self._on_other)  # a claim bound, a namespace relabelled: decide again
         self._ledger_overlay: dict[str, tuple[float, Obj]] = {}
@@ -353,8 +355,15 @@ class CachedInputs:
         await self.pods.wait_synced()
         await self.cluster.wait_synced()
 
+    def listen(self, informer: Informer, handler: Handler) -> None:
+        """Call ``handler`` on ``informer``'s changes until these inputs stop running."""
+        informer.add_handler(handler)
+        self._listening.append((informer, handler))
+
     async def run(self) -> None:
-        """Run the informers until cancelled (the shared caches only if we own them)."""
+        """Run the informers until cancelled (the shared caches only if we own them); on the way
+        out, leave the shared ones without our handlers (``serve all`` restarts a crashed
+        controller on the same pod informer and caches)."""
         tasks: list[asyncio.Task[None]] = []
         if self._own_pods:
             tasks.append(asyncio.create_task(self.pods.run(), name="informer-pods"))
@@ -369,6 +378,9 @@ class CachedInputs:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            for informer, handler in self._listening:
+                informer.remove_handler(handler)
+            self._listening.clear()
 
     async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects:
         """From their caches, started at the first need; a cache that has no complete LIST after

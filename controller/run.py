@@ -131,8 +131,8 @@ def _informed_controller(
         wake=inputs.changed.set,
     )
     controller.reports.nodes.snapshot_seconds = min(SNAPSHOT_SECONDS, retry_seconds)
-    inputs.pods.add_handler(
-        lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
+    inputs.listen(
+        inputs.pods, lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
     )
     return controller
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, running, until, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters
+from vgpu_guard.controller.inputs import CachedInputs, node_change_matters, pod_change_matters, pod_informer
 from vgpu_guard.controller.pod_projection import project_pod
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import (
@@ -22,6 +23,7 @@ from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.engine.scheduling import FactsMemo, pod_facts
 from vgpu_guard.kube.resources import LEDGERS, PODS
 from vgpu_guard.kube.sharing import SharedParts
+from vgpu_guard.kube.view_cache import ClusterCache
 
 Obj = dict[str, Any]
 
@@ -281,3 +283,20 @@ async def test_a_write_answered_after_the_informer_saw_its_ledger_deleted_brings
         recreated = await client.create(LEDGERS, encode_ledger(NodeLedger(node="a")))
         inputs.wrote_ledger(recreated)  # a later version is ours again at once
         assert "a" in (await inputs.read(cluster.config)).ledgers
+
+
+async def test_inputs_that_stop_leave_shared_informers_without_their_handlers() -> None:
+    """``serve all`` restarts a crashed controller on the process's pod informer and caches: the
+    stopped loop's handlers go with it instead of one more set per restart."""
+    cluster = Cluster([gpu_node("a", 1)])
+    client = MemoryClusterClient(cluster.store)
+    pods, shared = pod_informer(client), ClusterCache(client)
+    before = (len(pods._handlers), len(shared.ledgers._handlers), len(shared.nodes._handlers))
+    for _ in range(3):
+        inputs = CachedInputs(client, cluster=shared, pods=pods)
+        inputs.listen(pods, lambda event: None)  # as run_controller's Binder does
+        task = asyncio.ensure_future(inputs.run())
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert (len(pods._handlers), len(shared.ledgers._handlers), len(shared.nodes._handlers)) == before

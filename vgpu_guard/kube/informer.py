@@ -20,6 +20,7 @@ and skipped, never allowed to stop the cache.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
@@ -135,6 +136,12 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Call ``handler`` for every change from now on (not for objects already cached)."""
         self._handlers.append(handler)
+
+    def remove_handler(self, handler: Handler) -> None:
+        """Stop calling ``handler`` (a reader of a shared informer that stops: a restarted loop
+        must not leave its predecessor's handlers behind, one more per restart)."""
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(handler)
 
     # -- the loop ---------------------------------------------------------------------------------
 
