@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/arbiter_bench.py [--nodes 100] [--rate 100] [--seconds 10] [--segments 3]
         [--gang 64] [--gang-nodes 8] [--rounds 5] [--smoke] [--json FILE] [--keep DIR]
-    .venv/bin/python bench/arbiter_bench.py --ledger-puts 200 [--put-sizes 1,10,30,60,120]
+    .venv/bin/python bench/arbiter_bench.py --ledger-puts 1000 [--put-sizes 1,10,30,80]
+        [--put-encodings product,typed,preserve,strings-entries,spec-preserve,one-string,floor]
+        [--put-managed-fields tracked|none|both]
     .venv/bin/python bench/arbiter_bench.py --pending-memory 10000
 
 One real control plane (kube-apiserver, kube-controller-manager, kube-scheduler 1.20.2 built by
@@ -39,8 +41,12 @@ server's log says how many calls it let pass so, warm-ups included).
 
 ``--ledger-puts N`` measures instead what one GPULedger write costs the API server by the ledger's
 size (``--put-sizes``): N compare-and-swap PUTs one at a time on an otherwise idle control plane,
-CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50. ``--pending-memory N`` measures what
-the webhook's cache of unbound pods (webhook/pending_pods.py) holds for N pods, beside whole pods.
+CPU ms a PUT of kube-apiserver and etcd (less their idle rate), and the PUT's p50, beside a
+ConfigMap holding the same JSON PUT in alternating blocks; ``--put-encodings`` prices the shipped
+encoding (``product``) beside the candidates of bench/ledger_encodings.py (issue 44 item 3), and
+``--put-managed-fields none`` sends ``managedFields: []`` (no field tracking). ``--pending-memory
+N`` measures what the webhook's cache of unbound pods (webhook/pending_pods.py) holds for N pods,
+beside whole pods.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ import time
 import tracemalloc
 import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The e2e suite's installation (tests/e2e/harness.py) and Volcano binder (tests/e2e/volcano.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ledger_encodings import CANDIDATES
 from prometheus_client.parser import text_string_to_metric_families
 from scheduler_throughput_bench import (
     GPUS,
@@ -87,13 +94,22 @@ from tests.e2e.harness import OPT_IN_LABEL, ClusterBackend, Guard, ServeProcess,
 from tests.e2e.volcano import USER, Binder, Device, volcano_client
 from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane
-from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, encode_ledger
+from vgpu_guard.engine.cluster import NodeInfo
+from vgpu_guard.engine.ledger import (
+    Allocation,
+    ContainerGrant,
+    DeviceGrant,
+    NodeLedger,
+    decode_ledger,
+    encode_ledger,
+)
 from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, KubeError, NotFound
 from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.resources import (
+    CRDS,
     LEDGERS,
     MUTATING_WEBHOOKS,
     NAMESPACES,
@@ -356,11 +372,8 @@ async def ledger_entries(admin: AioClusterClient, nodes: list[str] | None = None
         for node in nodes:
             with contextlib.suppress(NotFound):
                 ledgers.append(await admin.get(LEDGERS, node))
-    return {
-        entry["podUID"]: ledger["metadata"]["name"]
-        for ledger in ledgers
-        for entry in (ledger.get("spec") or {}).get("allocations") or []
-    }
+    return {uid: ledger["metadata"]["name"]
+            for ledger in ledgers for uid in decode_ledger(ledger).allocations}  # fmt: skip
 
 
 APISERVER_FAMILIES = ("apiserver_request_total", "apiserver_admission_webhook_admission_duration_seconds")
@@ -755,27 +768,77 @@ def _entry(i: int, node: str) -> Allocation:
 
 # A built-in object of the same bytes, for comparison: what any object of that size costs to write.
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+PRODUCT = "product"
+
+
+@dataclass
+class PutStream:
+    """One object PUT over and over (compare-and-swap): its bodies in turn, its CPU and latencies."""
+
+    resource: Resource
+    first: Obj
+    bodies: list[Obj]
+    version: str = ""
+    sent: int = 0
+    latencies: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0  # wall time of its PUTs
+
+
+async def idle_cpu(plane: ControlPlane, seconds: float) -> dict[str, float]:
+    """CPU seconds per second kube-apiserver and etcd spend with no request of ours (their own
+    controllers, leases, the controller manager's and scheduler's polls): subtracted from each
+    stream over its wall time, so a slower PUT is not also charged more background work."""
+    before, started = cpu_by_process(plane, None), time.perf_counter()
+    await asyncio.sleep(seconds)
+    after, elapsed = cpu_by_process(plane, None), time.perf_counter() - started
+    return {k: (after[k] - before[k]) / elapsed for k in ("kube-apiserver", "etcd")}
 
 
 async def timed_puts(
-    admin: AioClusterClient, plane: ControlPlane, resource: Resource, first: Obj, bodies: list[Obj]
-) -> dict[str, Any]:
-    """``first`` created, then each of ``bodies`` PUT over the one before (compare-and-swap), one
-    at a time: CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50."""
-    version = (await admin.create(resource, first))["metadata"]["resourceVersion"]
-    latencies = []
-    before, busy = cpu_by_process(plane, None), machine_busy()
-    for body in bodies:
-        body["metadata"]["resourceVersion"] = version
-        started = time.perf_counter()
-        written = await admin.replace(resource, body)
-        latencies.append((time.perf_counter() - started) * 1000)
-        version = written["metadata"]["resourceVersion"]
-    after, busy = cpu_by_process(plane, None), machine_busy() - busy
-    cpu = {k: round((after[k] - before[k]) * 1000 / len(bodies), 2) for k in ("kube-apiserver", "etcd")}
-    # The machine's busy time no process of this run accounts for: other work on a shared machine.
-    cpu["other"] = round((busy - sum(after[k] - before[k] for k in after)) * 1000 / len(bodies), 2)
-    return {"cpu_ms": cpu, "p50_ms": round(percentile(latencies, 0.5), 2)}
+    admin: AioClusterClient, plane: ControlPlane, streams: list[PutStream], blocks: int = 4
+) -> None:
+    """Each stream's first body created, then its bodies PUT one at a time (each over the one
+    before), the streams taking turns in ``blocks`` blocks (A B B A ...), so drift and other work
+    on the machine fall on each alike: CPU ms a PUT of kube-apiserver and etcd, and the PUT's p50."""
+    for stream in streams:
+        stream.version = (await admin.create(stream.resource, stream.first))["metadata"]["resourceVersion"]
+    per_block = max(1, len(streams[0].bodies) // blocks)
+    for block in range(blocks):
+        order = streams if block % 2 == 0 else streams[::-1]
+        for stream in order:
+            chunk = stream.bodies[stream.sent : stream.sent + per_block]
+            before, busy, started_chunk = cpu_by_process(plane, None), machine_busy(), time.perf_counter()
+            for body in chunk:
+                body["metadata"]["resourceVersion"] = stream.version
+                started = time.perf_counter()
+                written = await admin.replace(stream.resource, body)
+                stream.latencies.append((time.perf_counter() - started) * 1000)
+                stream.version = written["metadata"]["resourceVersion"]
+            after, busy = cpu_by_process(plane, None), machine_busy() - busy
+            stream.seconds += time.perf_counter() - started_chunk
+            stream.sent += len(chunk)
+            for k in ("kube-apiserver", "etcd"):
+                stream.cpu[k] = stream.cpu.get(k, 0.0) + after[k] - before[k]
+            # The machine's busy time no process of this run accounts for: other work on a shared machine.
+            stream.cpu["other"] = (
+                stream.cpu.get("other", 0.0) + busy - sum(after[k] - before[k] for k in after)
+            )
+
+
+def put_result(stream: PutStream, idle: dict[str, float]) -> dict[str, Any]:
+    """CPU ms a PUT as measured (``raw_cpu_ms``) and less the processes' idle rate over the PUTs'
+    wall time (``cpu_ms``: what the PUTs caused), the PUT's p50."""
+    sent = max(1, stream.sent)
+    raw = {k: round(v * 1000 / sent, 2) for k, v in stream.cpu.items()}
+    net = {k: round((stream.cpu[k] - idle[k] * stream.seconds) * 1000 / sent, 2) for k in idle}
+    net["other"] = raw["other"]
+    return {
+        "cpu_ms": net,
+        "raw_cpu_ms": raw,
+        "p50_ms": round(percentile(stream.latencies, 0.5), 2),
+        "puts": sent,
+    }
 
 
 def _config_map(name: str, ledger: Obj) -> Obj:
@@ -785,33 +848,81 @@ def _config_map(name: str, ledger: Obj) -> Obj:
             "data": data}  # fmt: skip
 
 
-async def ledger_put_cost(puts: int, sizes: list[int], workdir: Path) -> list[dict[str, Any]]:
-    """Per ledger size: ``puts`` compare-and-swap PUTs of one GPULedger, one at a time, an entry
-    added and removed in turn (as the webhook's LedgerWriter encodes them, summary included), on
-    a control plane with nothing else to do; CPU ms a PUT by process and the PUT's p50 latency;
-    and the same for a ConfigMap carrying the same JSON (a built-in object of the same size)."""
+async def _served(admin: AioClusterClient, resource: Resource) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(NotFound):
+            await admin.list(resource, limit=1)
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"{resource.kind} not served")
+
+
+def _encoding(name: str) -> tuple[Resource, Callable[[NodeLedger, NodeInfo | None], Obj]]:
+    """Where an encoding is written and how: what ships (``product``: the LedgerWriter's body, summary
+    included) or a candidate of bench/ledger_encodings.py."""
+    if name == PRODUCT:
+        return LEDGERS, lambda ledger, info: encode_ledger(ledger, ledger_summary(ledger, info))
+    return CANDIDATES[name].resource, CANDIDATES[name].encode
+
+
+def _without_managed_fields(body: Obj) -> Obj:
+    """``managedFields: []``: kube-apiserver 1.20 resets the field ownership, and then tracks none."""
+    body["metadata"]["managedFields"] = []
+    return body
+
+
+async def ledger_put_cost(
+    puts: int,
+    sizes: list[int],
+    workdir: Path,
+    encodings: list[str],
+    managed_fields: list[bool],
+    *,
+    settle: float = 30.0,
+) -> list[dict[str, Any]]:
+    """Per ledger size and encoding: ``puts`` compare-and-swap PUTs of one ledger, one at a time, an
+    entry added and removed in turn (encoded as a LedgerWriter encodes them, summary included), on
+    a control plane with nothing else to do; CPU ms a PUT by process and the PUT's p50 latency; and
+    the same for a ConfigMap carrying the same JSON (a built-in object of the same size).
+    ``encodings``: ``product`` (the shipped CRD and encoder) and candidates (bench/ledger_encodings.py),
+    each served under a CRD of its own; ``managed_fields``: with field tracking, without (each PUT
+    resets it), or both."""
     binaries = cached_binaries() or ensure_built(lambda line: print(line, file=sys.stderr))
     rows = []
     with ControlPlane(binaries, workdir / "plane") as plane:
         admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
         try:
             await install_crds(admin)
-            await asyncio.sleep(30)  # the API server's OpenAPI aggregation after a CRD, off the clock
+            for name in encodings:
+                if name != PRODUCT:
+                    await admin.create(CRDS, CANDIDATES[name].definition())
+                    await _served(admin, CANDIDATES[name].resource)
+            await asyncio.sleep(settle)  # the API server's OpenAPI aggregation after a CRD, off the clock
+            idle = await idle_cpu(plane, min(settle, 15.0))
+            log(f"idle CPU, cores: {idle}")
             for size in sizes:
-                node = f"node-{size:04d}"
-                info = _node_infos([node])[node]
-                base = NodeLedger(node=node).with_allocations([_entry(i, node) for i in range(size)])
-                ledgers = [base.with_allocation(_entry(size + k, node)) if k % 2 == 0 else base
-                           for k in range(puts)]  # fmt: skip
-                body = encode_ledger(base, ledger_summary(base, info))
-                bodies = [encode_ledger(new, ledger_summary(new, info)) for new in ledgers]
-                ledger = await timed_puts(admin, plane, LEDGERS, body, bodies)
-                maps = [_config_map(node, b) for b in bodies]
-                config_map = await timed_puts(admin, plane, CONFIGMAPS, _config_map(node, body), maps)
-                rows.append(
-                    {"entries": size, "bytes": len(json.dumps(body)), **ledger, "config_map": config_map}
-                )
-                log(f"ledger of {size} entries: {rows[-1]}")
+                for name in encodings:
+                    for tracked in managed_fields:
+                        node = f"node-{size:04d}-{name}-{'mf' if tracked else 'nomf'}"
+                        info = _node_infos([node])[node]
+                        base = NodeLedger(node=node).with_allocations([_entry(i, node) for i in range(size)])
+                        ledgers = [base.with_allocation(_entry(size + k, node)) if k % 2 == 0 else base
+                                   for k in range(puts)]  # fmt: skip
+                        resource, encode = _encoding(name)
+                        body = encode(base, info)
+                        bodies = [encode(new, info) for new in ledgers]
+                        if not tracked:
+                            bodies = [_without_managed_fields(b) for b in bodies]
+                        ledger = PutStream(resource, body, bodies)
+                        maps = [_config_map(node, b) for b in bodies]
+                        config_map = PutStream(CONFIGMAPS, _config_map(node, body), maps)
+                        await timed_puts(admin, plane, [ledger, config_map], blocks=max(2, puts // 50))
+                        row = {"entries": size, "encoding": name, "managed_fields": tracked,
+                               "bytes": len(json.dumps(body)), **put_result(ledger, idle),
+                               "config_map": put_result(config_map, idle)}  # fmt: skip
+                        rows.append(row)
+                        log(f"ledger of {size} entries, {name}, managedFields {tracked}: {row}")
         finally:
             await admin.close()
     return rows
@@ -821,17 +932,23 @@ def put_report(rows: list[dict[str, Any]], puts: int) -> str:
     lines = [
         f"machine: {machine()}",
         f"one GPULedger PUT (compare-and-swap, {puts} a size, one at a time, nothing else running on the "
-        "control plane but its own components), beside a ConfigMap holding the same JSON",
+        "control plane but its own components), beside a ConfigMap holding the same JSON (managedFields "
+        "tracked, as any object's), the two in alternating blocks; CPU less each process's idle rate over "
+        "the PUTs' wall time (raw in the JSON)",
         "",
-        "| entries | object bytes | kube-apiserver CPU ms a PUT | etcd CPU ms a PUT | PUT p50 ms | "
-        "ConfigMap: kube-apiserver CPU ms | ConfigMap: PUT p50 ms | other work, CPU ms a PUT |",
-        "|---|---|---|---|---|---|---|---|",
+        "| entries | encoding | managedFields | object bytes | kube-apiserver CPU ms a PUT | "
+        "etcd CPU ms a PUT | PUT p50 ms | ConfigMap: kube-apiserver CPU ms | ConfigMap: PUT p50 ms | "
+        "CPU ratio (raw) | other work, CPU ms a PUT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         m = r["config_map"]
+        ratio = r["cpu_ms"]["kube-apiserver"] / max(m["cpu_ms"]["kube-apiserver"], 0.01)
+        raw = r["raw_cpu_ms"]["kube-apiserver"] / max(m["raw_cpu_ms"]["kube-apiserver"], 0.01)
         lines.append(
-            f"| {r['entries']} | {r['bytes']} | {r['cpu_ms']['kube-apiserver']} | {r['cpu_ms']['etcd']} | "
-            f"{r['p50_ms']} | {m['cpu_ms']['kube-apiserver']} | {m['p50_ms']} | "
+            f"| {r['entries']} | {r['encoding']} | {'tracked' if r['managed_fields'] else 'none'} | "
+            f"{r['bytes']} | {r['cpu_ms']['kube-apiserver']} | {r['cpu_ms']['etcd']} | "
+            f"{r['p50_ms']} | {m['cpu_ms']['kube-apiserver']} | {m['p50_ms']} | {ratio:.2f} ({raw:.2f}) | "
             f"{r['cpu_ms']['other']} / {m['cpu_ms']['other']} |"
         )
     return "\n".join(lines)
@@ -898,7 +1015,12 @@ def memory_report(rows: list[dict[str, Any]]) -> str:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     def go(workdir: Path) -> dict[str, Any]:
         if args.ledger_puts:
-            return {"ledger_puts": asyncio.run(ledger_put_cost(args.ledger_puts, args.put_sizes, workdir))}
+            tracking = {"tracked": [True], "none": [False], "both": [True, False]}[args.put_managed_fields]
+            settle = 1.0 if args.smoke else 30.0
+            cost = ledger_put_cost(
+                args.ledger_puts, args.put_sizes, workdir, args.put_encodings, tracking, settle=settle
+            )
+            return {"ledger_puts": asyncio.run(cost)}
         if args.pending_memory:
             return {"pending_memory": asyncio.run(pending_memory(args.pending_memory, workdir))}
         return asyncio.run(run(args, workdir))
@@ -943,7 +1065,19 @@ def main() -> int:
         help="instead: what one GPULedger PUT costs the API server, N PUTs for each --put-sizes",
     )
     parser.add_argument(
-        "--put-sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 10, 30, 60, 120]
+        "--put-sizes", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 10, 30, 80]
+    )
+    parser.add_argument(
+        "--put-encodings",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=[PRODUCT],
+        help=f"with --ledger-puts: {PRODUCT} (the shipped CRD) and/or candidates: {', '.join(CANDIDATES)}",
+    )
+    parser.add_argument(
+        "--put-managed-fields",
+        choices=("tracked", "none", "both"),
+        default="tracked",
+        help="with --ledger-puts: PUTs as sent (tracked), with managedFields: [] (none), or both",
     )
     parser.add_argument(
         "--pending-memory",

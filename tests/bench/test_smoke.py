@@ -76,6 +76,13 @@ def test_smoke(script: str, expect: str) -> None:
                 "check gang: every binding of the arbiter's side reserved, none of the baseline's: yes",
             ],
         ),
+        # What one GPULedger PUT costs beside a ConfigMap of the same bytes, as shipped and as the
+        # typed encoding before issue 44, with and without managed fields.
+        (
+            "arbiter_bench.py --ledger-puts 4 --put-sizes 1,3 --put-encodings product,typed "
+            "--put-managed-fields both",
+            ["| 3 | product | tracked |", "| 3 | typed | none |"],
+        ),
     ],
 )
 def test_smoke_on_the_real_control_plane(script: str, expect: list[str]) -> None:

@@ -441,10 +441,11 @@ def _volcano_rules(
 
 # --- encoding: the GPULedger custom resource -------------------------------------------------------
 #
-# Each entry of ``spec.allocations`` is one line of text (issue 44: a typed entry of ~25 JSON values
-# cost kube-apiserver 1.20 2.5-10x the CPU of a ConfigMap of the same bytes to decode, prune,
-# validate and track; one string a pod costs about what a ConfigMap does). The grammar, written and
-# read only here (docs/design/ledger.md "Wire format" shows it with examples):
+# Each entry of ``spec.allocations`` is one line of text (issue 44: with a typed entry of ~25 JSON
+# values, a PUT cost kube-apiserver 1.20 2.5-9x the CPU of a ConfigMap of the same bytes, 0.35 ms an
+# entry; as text 0.03 ms an entry, 1.7-2x a ConfigMap, near the 1.2-1.7x any custom resource costs
+# there: docs/benchmarks.md). The grammar, written and read only here (docs/design/ledger.md "Wire
+# format" shows it with examples):
 #
 #   entry     = NAMESPACE "/" NAME " podUID=" UID [" queue=" QUEUE] [" podGroup=" GROUP]
 #               " reservedAt=" SECONDS *(" committed" / " admitted" / " adopted") *(" | " container)
