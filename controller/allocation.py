@@ -28,7 +28,8 @@ through ``PodParser`` (controller/pod_parser.py); this class builds them and run
 A write that fails for one node other than by a 409 (the CRD schema, an admission webhook, a 500)
 stops nothing but that node: its decisions are undone, it takes no new pod until its retry (with
 backoff, controller/node_queue.py), and it is reported on the Node and its GPULedger; every other
-node's writes and bindings go on in the same pass (issue 36). A 409 still ends the pass.
+node's writes and bindings go on in the same pass (issue 36). A 409 costs its node alone too: its
+decisions are undone and decided again on a fresh read of its ledger (controller/node_writes.py).
 """
 
 from __future__ import annotations

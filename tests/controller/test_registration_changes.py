@@ -13,10 +13,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
+from tests.controller.allocation_testkit import Cluster, gpu_node, running, until, vgpu_pod
 from tests.controller.listed_inputs import ListedInputs
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
+from vgpu_guard.controller.inputs import CachedInputs
 from vgpu_guard.kube.resources import LEDGERS, NODES
 
 Obj = dict[str, Any]
@@ -136,3 +137,33 @@ async def test_a_start_does_not_rewrite_every_ledgers_summary() -> None:
     await cluster.converge(restarted)
     assert writes(registry) == 1
     assert summary(cluster, "gpu-b")["freeMemoryMiB"] == 12288 - 4096
+
+
+async def test_on_the_informers_a_summary_that_still_matches_is_not_rewritten() -> None:
+    """As ``serve`` runs it (CachedInputs: ledgers kept decoded, cached_ledger): the summary is
+    kept with the cached ledger, so a registration change that leaves it equal writes nothing; a
+    cache that dropped it made every registration change a ledger write."""
+    cluster = Cluster([gpu_node("gpu-a", 1)])
+    client = MemoryClusterClient(cluster.store)
+    inputs = CachedInputs(client)
+    registry = CollectorRegistry()
+    controller = AllocationController(
+        client, cluster.config, identity="r1", clock=cluster.clock, registry=registry, inputs=inputs
+    )
+    async with running(inputs):
+        cluster.create_pod(vgpu_pod("web", memory=4096))
+        await until(lambda: ("default", "web") in inputs.pods.items)
+        await controller.run_once()
+        await until(lambda: "gpu-a" in {k[1] for k in inputs.cluster.ledgers.items})
+        await controller.run_once()
+        before = writes(registry)
+        records = cluster.store.get(NODES, "gpu-a")["metadata"]["annotations"][REGISTER]
+        register(cluster, "gpu-a", records.replace("NVIDIA-NVIDIA A10", "NVIDIA-NVIDIA A10G"))
+        await until(lambda: "A10G" in str(inputs.cluster.nodes.items[("", "gpu-a")]))
+        for _ in range(3):
+            await controller.run_once()
+        assert writes(registry) == before
+        register(cluster, "gpu-a", records.replace(",24576,", ",20480,"))  # free memory: the summary changes
+        await until(lambda: ",20480," in str(inputs.cluster.nodes.items[("", "gpu-a")]))
+        await controller.run_once()
+        assert writes(registry) == before + 1

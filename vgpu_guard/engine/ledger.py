@@ -878,12 +878,14 @@ def cached_ledger(obj: Mapping[str, Any]) -> dict[str, Any]:
     metadata = obj.get("metadata")
     meta = metadata if isinstance(metadata, Mapping) else {}
     spec = obj.get("spec")
-    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    kept = {k: spec[k] for k in ("nodeName", "summary") if k in spec} if isinstance(spec, Mapping) else {}
     return {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
         "metadata": {k: meta[k] for k in _CACHED_METADATA if k in meta},
-        "spec": {"nodeName": node} if node is not None else {},
+        # The summary stays (a few numbers and a line a GPU): the controller compares it with the
+        # node's registration and rewrites it only when it no longer matches.
+        "spec": kept,
         DECODED: decoded,
     }
 
