@@ -134,7 +134,7 @@ _container = st.builds(
 )
 _allocation = st.builds(
     Allocation,
-    _name,
+    _name.filter(bool),  # the pod's UID, the entry's key: never empty (refused when read)
     _name,
     _name,
     _name,
@@ -157,8 +157,38 @@ def test_every_entry_round_trips_and_the_fast_path_agrees(entry: Allocation) -> 
     assert fast is None or fast == entry
 
 
+# Pieces of entries, well and badly formed, so that generated texts reach the fast path's shape
+# (podUID= and reservedAt= present) as often as arbitrary characters do not.
+_PIECES = st.sampled_from(
+    [
+        "ns/p",
+        " podUID=u",
+        " podUID=",
+        " reservedAt=1",
+        " reservedAt=99999999999",
+        " committed",
+        " admitted",
+        " queue=q",
+        " | #0",
+        " | #1048577",
+        " c",
+        " GPU-a=1MiB,0%",
+        " GPU-a=16777217MiB,0%",
+        " GPU-a=1MiB,101%",
+        ",mig=g/p/1",
+        "/",
+        "=",
+        " ",
+        "%2F",
+    ]
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab/=,|#% 09MiB%-")), max_size=40))
+@given(
+    st.text(alphabet=st.sampled_from(list("ab/=,|#% 09MiB%-")), max_size=40)
+    | st.lists(_PIECES, max_size=12).map("".join)
+)
 def test_any_text_is_an_entry_or_an_error_naming_the_field(text: str) -> None:
     """Never another exception (a bad ledger must not stop a pass), and the fast path never reads
     what the checked path refuses."""
@@ -184,6 +214,22 @@ PATH = "GPULedger n: spec.allocations[0]"
         ("nsp podUID=u", "'nsp' is not NAMESPACE/NAME"),
         ("ns/p/q podUID=u", "'ns/p/q' is not NAMESPACE/NAME"),
         ("ns/p reservedAt=1", "(ns/p): podUID is missing"),
+        ("ns/p podUID= reservedAt=1", "(ns/p): podUID is empty (it is the entry's key)"),
+        ("/ podUID= reservedAt=1", "(/): podUID is empty (it is the entry's key)"),
+        # The shape the fast path matches whole (reservedAt given): its own bound checks send these
+        # to the checked path, which names the field.
+        (
+            "ns/p podUID=u reservedAt=1 | #1048577 c GPU-a=1MiB,0%",
+            "(ns/p) container #1048577: index 1048577 is outside 0..1048576",
+        ),
+        (
+            "ns/p podUID=u reservedAt=1 | #0 c GPU-a=16777217MiB,0%",
+            "(ns/p) container #0 GPU GPU-a: memoryMiB 16777217 is outside 0..16777216",
+        ),
+        (
+            "ns/p podUID=u reservedAt=1 | #0 c GPU-a=1MiB,101%",
+            "(ns/p) container #0 GPU GPU-a: cores 101 is outside 0..100",
+        ),
         ("ns/p podUID=u podUID=v", "podUID is given twice"),
         ("ns/p podUID=u committed committed", "committed is given twice"),
         ("ns/p podUID=u  queue=q", "unknown field ''"),

@@ -531,7 +531,7 @@ _HEAD_KEYS = ("podUID", "queue", "podGroup", "reservedAt")
 # ``_decode_entry``, which names what is wrong. A start decodes 100,000 entries: ~2x faster so.
 _N = r"[A-Za-z0-9._~-]"
 _WELL_FORMED = re.compile(  # possessive (*+): nothing to backtrack into, ~15 % faster
-    rf"({_N}*+)/({_N}*+) podUID=({_N}*+)(?: queue=({_N}++))?(?: podGroup=({_N}++))?"
+    rf"({_N}*+)/({_N}*+) podUID=({_N}++)(?: queue=({_N}++))?(?: podGroup=({_N}++))?"
     rf" reservedAt=([0-9]{{1,10}}+)( committed)?( admitted)?( adopted)?"
     rf"((?: \| #[0-9]{{1,7}}+(?: {_N}++(?!=))?+(?: {_N}*+=[0-9]{{1,8}}+MiB,[0-9]{{1,3}}+%)*+)*+)"
 ).fullmatch
@@ -605,6 +605,10 @@ def _decode_entry(text: str, path: str) -> Allocation:
     uid = fields.get("podUID")
     if uid is None:
         raise LedgerError(f"{where}: podUID is missing")
+    if not uid:
+        raise LedgerError(
+            f"{where}: podUID is empty (it is the entry's key)"
+        )  # the CRD's minLength: 1 before issue 44
     reserved = fields.get("reservedAt")
     return Allocation(
         _name(uid, where, "podUID"),
