@@ -378,3 +378,33 @@ async def test_a_held_node_that_is_deleted_is_forgotten() -> None:
     cluster.store.delete(NODES, "gpu-b")
     await controller.run_once()
     assert controller.node_queue.state("gpu-b") is None
+
+
+async def test_the_run_loop_wakes_when_a_held_nodes_retry_is_due_not_at_its_next_round() -> None:
+    """The run loop's wait for a change ends at the first held node's retry (``next_retry_in``),
+    not a whole retry period later."""
+    import time
+    from types import SimpleNamespace
+
+    from vgpu_guard.controller.run import _Rounds
+
+    controller = SimpleNamespace(next_retry_in=lambda: 0.05)
+    inputs = SimpleNamespace(changed=asyncio.Event())
+    elector = SimpleNamespace(lease_duration=15.0)
+    rounds = _Rounds(
+        controller,  # type: ignore[arg-type]
+        inputs,  # type: ignore[arg-type]
+        elector,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        resync_seconds=30.0,
+        retry_seconds=5.0,
+        max_passes=1,
+        sleep=asyncio.sleep,
+        monotonic=time.monotonic,
+    )
+    started = time.monotonic()
+    await rounds._wait_for_change()
+    assert time.monotonic() - started < 1.0
+    controller.next_retry_in = lambda: None  # nothing held: the round's own period (cut short here)
+    inputs.changed.set()
+    await rounds._wait_for_change()
