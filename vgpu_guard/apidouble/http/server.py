@@ -46,7 +46,6 @@ from aiohttp import web
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._gotext import GoJSONError, go_json_loads, go_quote, go_string_slice
 from vgpu_guard.apidouble._listing import validate_watch_options
-from vgpu_guard.apidouble._status import Cause
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
 from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
 from vgpu_guard.apidouble.frontend import Authorizer, Frontend, Written
@@ -279,8 +278,8 @@ def _dry_run(request: web.Request) -> bool:
     values = list(request.query.getall("dryRun", []))
     if any(value != "All" for value in values):
         kind = _OPTIONS_KIND.get(request.method, "CreateOptions")
-        why = f'dryRun: Unsupported value: {go_string_slice(values)}: supported values: "All"'
-        raise st.invalid("meta.k8s.io", kind, "", [Cause("FieldValueNotSupported", "dryRun", why)])
+        why = f'{go_string_slice(values)}: supported values: "All"'
+        raise st.invalid("meta.k8s.io", kind, "", [st.field_error("NotSupported", "dryRun", why)])
     return bool(values)
 
 
@@ -481,13 +480,9 @@ async def _access_review(request: web.Request, server: DoubleServer, user: UserI
         raise st.bad_request(f"{why} (SelfSubjectAccessReview)")
     spec: Mapping[str, Any] = body["spec"] if isinstance(body.get("spec"), Mapping) else {}
     if (spec.get("resourceAttributes") is None) == (spec.get("nonResourceAttributes") is None):
-        field, shown = (
-            "spec.resourceAttributes",
-            "null" if spec.get("resourceAttributes") is None else "object",
-        )
-        why = "exactly one of nonResourceAttributes or resourceAttributes must be specified"
-        why = f'{field}: Invalid value: "{shown}": {why}'
-        raise st.invalid(_AUTHZ, "", "", [Cause("FieldValueInvalid", field, why)])
+        shown = "null" if spec.get("resourceAttributes") is None else "object"
+        why = f'"{shown}": exactly one of nonResourceAttributes or resourceAttributes must be specified'
+        raise st.invalid(_AUTHZ, "", "", [st.field_error("Invalid", "spec.resourceAttributes", why)])
     authorizer = server.frontend.authorizer
     allowed, reason = (True, "") if authorizer is None or user.superuser else authorizer.review(user, spec)
     review: Obj = {
