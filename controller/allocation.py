@@ -274,6 +274,10 @@ class AllocationController:
         )
         for node in self.writes.pass_started(inputs.nodes, changes.nodes):
             self.binder.forget_node(node)
+        # Ledgers an older release wrote (one JSON object per entry) are rewritten as text, entries
+        # unchanged, a slice a pass: found where a ledger changed (every ledger at a start, and each
+        # one an old replica writes during an upgrade), never by a look through the fleet.
+        self.writes.rewrite_due(world.legacy_among(changes.ledgers))
         if changes.freed:
             self.placer.capacity_freed()
         self.parser.forget(changes.gone)

@@ -50,10 +50,6 @@ log = logging.getLogger("vgpu_guard.controller.allocation")
 # pod is still unbound this long after was refused after admission (another webhook, the API
 # server), and its hold is announced on the pod and the GPULedger (issue 43).
 HOLD_NOTICE_SECONDS = 10
-# How often the ledgers are looked through for ones stored in the encoding of a release before
-# issue 44 (one JSON object per entry), which NodeWrites then rewrites as text, a slice a pass: at
-# the first pass after an upgrade, and again after this while an old replica may still write.
-LEGACY_CHECK_SECONDS = 60.0
 
 
 def release_reason(
@@ -156,13 +152,11 @@ class LedgerReconciler:
         self._holds_announced: set[tuple[str, int]] = set()
         self._reported_bad: dict[str, str] = {}
         self._now = int(clock())
-        self._legacy_checked = float("-inf")
 
     async def run(self, changed: Mapping[str, None], *, fresh: bool, result: PassResult) -> bool:
         """Release, verify and adopt over the pods that changed; True when a ledger write landed
         (the pass then ends: the next one starts from what was just written)."""
         self._log_bad_ledgers()
-        self._rewrite_legacy(changed)
         # What a failed pass was checking is checked again: its pods did not change, but the
         # release or adoption it decided never reached the server.
         self._now = int(self.clock())  # what release_reason's hold is measured against this pass
@@ -208,27 +202,6 @@ class LedgerReconciler:
         for uid in due:
             del self._admitted_unbound[uid]
         return due
-
-    def _rewrite_legacy(self, changed: Mapping[str, None]) -> None:
-        """Ledgers an older release wrote (``NodeLedger.legacy``) are rewritten in this release's
-        encoding, their entries unchanged (NodeWrites.rewrite_due: after the pass's own writes, a
-        slice a pass), so a later release need not read the old one. Found among the ledgers of
-        the pods that changed (a ledger an old replica wrote: its pods are dirty), and by a look
-        through every ledger (~0.2 ms at 5,000) at the first pass and every ``LEGACY_CHECK_SECONDS``
-        (an old-encoded ledger with no entry left)."""
-        world = self.world
-        now = self.clock()
-        whole = now - self._legacy_checked >= LEGACY_CHECK_SECONDS
-        if whole:
-            self._legacy_checked = now
-            names: Iterable[str] = world.ledgers
-        else:
-            names = {name for uid in changed for name in world.entries.get(uid, ())}
-        legacy = [n for n in names if n in world.ledgers and world.ledgers[n].legacy and n not in world.bad]
-        if legacy:
-            if whole:
-                log.info("rewriting %d GPULedger(s) stored in an older release's encoding", len(legacy))
-            self.writes.rewrite_due(legacy)
 
     def _log_bad_ledgers(self) -> None:
         for name, error in self.world.bad.items():

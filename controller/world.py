@@ -428,6 +428,14 @@ class World:
             if stored is None or uid not in stored.allocations:
                 self.workloads.forget(uid)
 
+    def legacy_among(self, names: Iterable[str]) -> list[str]:
+        """Of ``names``, the readable ledgers stored in a release's encoding before issue 44."""
+        return sorted(
+            n
+            for n in names
+            if (ledger := self.ledgers.get(n)) is not None and ledger.legacy and n not in self.bad
+        )
+
     def stored_summary(self, node: str) -> object:
         """``spec.summary`` of the node's GPULedger as last read (None: no ledger or no summary)."""
         obj = self._ledger_objs.get(node)

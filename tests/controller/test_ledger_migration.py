@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from tests.ledger_before_issue_44 import old_crd, old_encoded_ledger
 from vgpu_guard.apidouble.store import Store
-from vgpu_guard.engine.ledger import decode_ledger
-from vgpu_guard.kube.resources import CRDS, LEDGERS
+from vgpu_guard.engine.ledger import NodeLedger, decode_ledger
+from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES
 
 Obj = dict[str, Any]
 
@@ -59,7 +59,7 @@ async def old_release_cluster() -> tuple[Cluster, Obj]:
 
 def stored_as_text(obj: Obj) -> bool:
     spec = obj["spec"]
-    return all(isinstance(e, str) for e in spec["allocations"]) and all(
+    return all(isinstance(e, str) for e in spec.get("allocations") or ()) and all(
         isinstance(g, str) for g in spec["summary"]["perGPU"]
     )
 
@@ -131,3 +131,17 @@ async def test_a_cluster_whose_crd_was_not_upgraded_refuses_the_new_encoding_and
     assert {o["metadata"]["name"]: o for o in cluster.store.list(LEDGERS).items} == before
     [event, *_] = [e for e in cluster.events("LedgerWriteFailed") if e["involvedObject"]["name"] == "gpu-a"]
     assert "spec.allocations[0] in body must be of type object" in event["message"], event
+
+
+async def test_an_old_ledger_with_no_entry_left_is_rewritten_at_the_first_pass() -> None:
+    """No pod of its node changes, so only the ledgers' own changes can find it: every ledger is
+    new to a controller that starts, and this one is rewritten then."""
+    cluster, new_crd = await old_release_cluster()
+    install_crd(cluster.store, old_crd())
+    cluster.store.create(NODES, gpu_node("gpu-c", 1))
+    cluster.store.create(LEDGERS, old_encoded_ledger(NodeLedger(node="gpu-c"), cluster.view().nodes["gpu-c"]))
+    install_crd(cluster.store, {k: v for k, v in new_crd.items() if k != "status"})
+    assert decode_ledger(cluster.store.get(LEDGERS, "gpu-c")).legacy
+    await cluster.converge(cluster.replica(identity="new", registry=CollectorRegistry()))
+    stored = cluster.store.get(LEDGERS, "gpu-c")
+    assert stored_as_text(stored) and not decode_ledger(stored).legacy
