@@ -411,6 +411,53 @@ async def test_kubernetes_io_metadata_name_selects_namespaces(store: Store, kube
     assert [req["name"] for _, req in seen] == ["user"]
 
 
+async def test_match_conditions_are_judged_per_request(store: Store, kube: AioClusterClient) -> None:
+    # generic/webhook.go matchConditions: every expression true (object, oldObject, request, the
+    # request's own copy of the object); the programs are compiled once and reused, so each request
+    # must still be judged on its own values. A condition that does not compile is an error of every
+    # request it meets, judged by the failurePolicy each time.
+    pytest.importorskip("celpy")
+    seen: list[tuple[str, dict[str, Any]]] = []
+    gpu_only = [
+        {"name": "gpu", "expression": "'gpu' in object.metadata.labels"},
+        {"name": "same", "expression": "request.object.metadata.name == object.metadata.name"},
+        {"name": "create", "expression": "request.operation == 'CREATE' && oldObject == null"},
+    ]
+    broken = [{"name": "broken", "expression": "object.metadata.("}]
+    async with webhook_server(recorder(seen, "s", add=False)) as (url, ca):
+        store.create(
+            VALIDATING_WEBHOOKS,
+            config(
+                "v",
+                hook("cel.example.com", url, ca, matchConditions=gpu_only),
+                hook("broken.example.com", url, ca, matchConditions=broken, failurePolicy="Ignore"),
+                kind="ValidatingWebhookConfiguration",
+            ),
+        )
+        for name, labels in [
+            ("a", {"gpu": "1"}),
+            ("b", {"cpu": "1"}),
+            ("c", {"gpu": "2"}),
+            ("d", {"tier": "web"}),
+        ]:
+            await kube.create(PODS, pod(name, labels=labels))
+        assert [req["name"] for _, req in seen] == ["a", "c"]
+        store.create(
+            VALIDATING_WEBHOOKS,
+            config(
+                "w",
+                hook("fail.example.com", url, ca, matchConditions=broken),
+                kind="ValidatingWebhookConfiguration",
+            ),
+        )
+        for name in ("e", "f"):
+            with pytest.raises(Unavailable) as err:
+                await kube.create(PODS, pod(name, labels={"gpu": "1"}))
+            assert err.value.code == 500
+            assert "failed calling webhook \"fail.example.com\": matchCondition 'broken'" in err.value.message
+    assert [req["name"] for _, req in seen] == ["a", "c"]
+
+
 async def test_dry_run_reaches_webhooks_and_persists_nothing(store: Store, api: RunningDouble) -> None:
     # Dynamic Admission Control "Side effects": request.dryRun is true; nothing is stored.
     seen: list[tuple[str, dict[str, Any]]] = []

@@ -8,6 +8,7 @@ request/admissionreview.go fills it in, in the version the matching rule chose.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,21 +119,24 @@ def conditions_hold(hook: Hook, pending: Pending, obj: Obj | None, user: UserInf
     if not conditions:
         return True
     try:
-        import celpy
         from celpy.adapter import json_to_cel
+        from celpy.celtypes import MapType
     except ImportError as e:  # not a runtime dependency: say so instead of skipping the check
         raise internal_error(
             f'webhook "{hook.name}" has matchConditions, which need cel-python (pip install cel-python)'
         ) from e
-    env = celpy.Environment()
-    activation = {
-        "object": json_to_cel(obj),
-        "oldObject": json_to_cel(pending.old),
-        "request": json_to_cel(review_request(pending, user, pending.version, obj)),
-    }
+    # The request holds the object and the old object again: converted once, shared (CEL values
+    # are never changed by an evaluation).
+    cel_object, cel_old = json_to_cel(obj), json_to_cel(pending.old)
+    request = review_request(pending, user, pending.version, obj)
+    converted = {"object": cel_object, "oldObject": cel_old}
+    cel_request = MapType(
+        {json_to_cel(k): converted[k] if k in converted else json_to_cel(v) for k, v in request.items()}
+    )
+    activation = {"object": cel_object, "oldObject": cel_old, "request": cel_request}
     for cond in conditions:
         try:
-            result = env.program(env.compile(str(cond.get("expression", "")))).evaluate(activation)
+            result = _program(str(cond.get("expression", ""))).evaluate(activation)
         except Exception as e:  # CEL compile/eval errors follow failurePolicy upstream
             if hook.spec.get("failurePolicy") == "Ignore":
                 return False
@@ -142,6 +146,19 @@ def conditions_hold(hook: Hook, pending: Pending, obj: Obj | None, user: UserInf
         if not bool(result):
             return False
     return True
+
+
+@functools.lru_cache(maxsize=256)
+def _program(expression: str) -> Any:
+    """The CEL program of ``expression``, compiled once (kube-apiserver compiles a configuration's
+    matchConditions when it loads it, not per request). Parsing the chart's expressions was most of
+    the double's time per pod write and Binding: 4-9 ms each, against ~2 ms to evaluate. A program
+    keeps no state between evaluations (each builds its own evaluator); a compile error is not
+    cached, so it is raised again on every request, as before."""
+    import celpy
+
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
 
 
 def review_request(pending: Pending, user: UserInfo, version: str, obj: Obj | None) -> Obj:

@@ -183,12 +183,17 @@ class AdmissionChain:
         if not hooks:
             return
         shown = self._shown(pending)
+        # Every hook is matched before any is called (validating/dispatcher.go: a matchCondition
+        # error under failurePolicy Fail ends the request before the calls start).
         calls = []
         for hook in hooks:
             version = self._matcher.matches(hook, pending, shown)
             if version is not None and conditions_hold(hook, pending, shown, user):
-                calls.append((hook, self._call(hook, pending, user, version, shown)))
-        results = await asyncio.gather(*(c for _, c in calls), return_exceptions=True)
+                calls.append((hook, version))
+        results = await asyncio.gather(
+            *(self._call(hook, pending, user, version, shown) for hook, version in calls),
+            return_exceptions=True,
+        )
         for (hook, _), result in zip(calls, results, strict=True):
             if isinstance(result, BaseException):
                 raise result
