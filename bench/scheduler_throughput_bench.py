@@ -67,7 +67,7 @@ from vgpu_guard.controlplane.build import cached_binaries, ensure_built
 from vgpu_guard.controlplane.launch import ControlPlane, free_port
 from vgpu_guard.engine.assignment import allocation_annotations
 from vgpu_guard.engine.cluster import NodeInfo, node_info
-from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger
+from vgpu_guard.engine.ledger import Allocation, ContainerGrant, DeviceGrant, NodeLedger, decode_ledger
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.client import ClusterClient
@@ -82,6 +82,19 @@ CRD_DIR = ROOT / "vgpu_guard" / "data" / "crds"
 GPUS = 8
 HEARTBEAT_SECONDS = 10
 UNTHROTTLED = 100_000
+
+
+@dataclass
+class Settle:
+    """Fixed waits of each side, s: for its watch to open before its first pod, and for its last
+    confirmations to land before its requests are counted. ``--smoke`` shortens them: a smoke run
+    proves the script runs and reports, its numbers are not read."""
+
+    watch: float = 0.5
+    confirmations: float = 1.0
+
+
+SETTLE = Settle()
 
 
 def _now() -> str:
@@ -525,16 +538,36 @@ def summarize(
 # -- the two schedulers -----------------------------------------------------------------------------
 
 
-async def clear(admin: AioClusterClient, side: Side) -> None:
+async def clear(admin: AioClusterClient, side: Side, *, controller: bool) -> None:
     """Force-delete the run's pods (no kubelet would ever confirm a graceful delete), so the next
-    run starts on an empty fleet; the ledgers release them as the controller sees them go."""
+    run starts on an empty fleet. With our controller running (``controller``), until its ledgers
+    hold none of them: it releases them as it sees them go (a side without it has no ledger entry
+    to wait for: the floor's ledgers are deleted after it)."""
 
     async def delete(name: str) -> None:
         with contextlib.suppress(NotFound):
             await admin.delete(PODS, name, namespace=side.namespace, grace_period_seconds=0)
 
     await gather_bounded((delete(n) for n in side.created), 32)
-    await asyncio.sleep(2.0)
+    if controller:
+        await ledgers_released(admin, side.namespace)
+
+
+async def ledgers_released(admin: AioClusterClient, namespace: str, *, within: float = 30.0) -> None:
+    """Until no GPULedger holds an entry of a pod in ``namespace``, or ``within`` s have passed
+    (the next side then starts beside the leftovers, as it did after the fixed 2 s this replaced)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        listed = await admin.list(LEDGERS)
+        held = [
+            a
+            for obj in listed.items
+            for a in decode_ledger(obj).allocations.values()
+            if a.namespace == namespace
+        ]
+        if not held:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def namespace_ready(admin: AioClusterClient, name: str) -> None:
@@ -571,7 +604,7 @@ async def run_side(
     cpu_before = cpu_by_process(plane, scheduler_pid)
     heartbeats_before = fleet.requests
     async with background(watch_binds(admin, side, confirm=ours)):
-        await asyncio.sleep(0.5)  # the watch is open before the first pod
+        await asyncio.sleep(SETTLE.watch)  # the watch is open before the first pod
         await stream(
             admin, side, count=pods, rate=rate, ours=ours, prefix="p",
             scheduler_name="protocol-floor" if floor is not None else "vgpu-guard",
@@ -580,11 +613,11 @@ async def run_side(
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(120.0, pods / 20)):
                 await side.all_bound.wait()
-        await asyncio.sleep(1.0)  # let the last confirmations land before counting requests
+        await asyncio.sleep(SETTLE.confirmations)  # let the last confirmations land before counting requests
     after = apiserver_requests(plane)
     cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_by_process(plane, scheduler_pid).items()}
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
-    await clear(admin, side)
+    await clear(admin, side, controller=scheduler_pid is not None)
     own = pods + side.confirmations + (fleet.requests - heartbeats_before)
     return summarize(side, delta, own, cpu, fleet.bursts)
 
@@ -853,9 +886,14 @@ def main() -> int:
         help="our GPU policy; spread compares like with like (kube-scheduler's LeastAllocated spreads); "
         "binpack puts a burst on one node, whose plugin handshake then serialises it",
     )
-    parser.add_argument("--smoke", action="store_true", help="5 nodes, 50 pods, one QPS, a short latency run")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="5 nodes, 50 pods, one QPS, a short latency run, short settling waits",
+    )
     args = parser.parse_args()
     if args.smoke:
+        SETTLE.watch, SETTLE.confirmations = 0.1, 0.2
         args.nodes, args.pods, args.qps, args.latency_rates, args.latency_seconds = (
             5,
             50,
