@@ -1,6 +1,6 @@
 """A standby controller replica is quiet: its CPU over 60 s on the real control plane, beside the leader's.
 
-    .venv/bin/python bench/standby_bench.py [--nodes 20] [--seconds 60] [--smoke]
+    .venv/bin/python bench/standby_bench.py [--nodes 20] [--seconds 60] [--sync-seconds 5] [--smoke]
 
 Two ``vgpu-guard serve controller`` processes share one Lease on a real control plane
 (kube-apiserver 1.20.2 from ``scripts/control-plane build``) with N heartbeated GPU nodes; the
@@ -81,7 +81,7 @@ async def run(args: argparse.Namespace) -> int:
                 with controller_process(plane, identity="replica-a", **common) as a:  # type: ignore[arg-type]
                     await holder(admin)
                     with controller_process(plane, identity="replica-b", **common) as b:  # type: ignore[arg-type]
-                        await asyncio.sleep(5)  # both synced
+                        await asyncio.sleep(args.sync_seconds)  # both synced
                         leader = await holder(admin)
                         procs = {"replica-a": a, "replica-b": b}
                         before = {who: cpu_seconds(p.pid) for who, p in procs.items()}
@@ -103,10 +103,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument(
+        "--sync-seconds", type=float, default=5.0, help="the second replica's start before the window"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="3 nodes, a 1 s window 1 s after the start: it runs and reports"
+    )
     args = parser.parse_args()
     if args.smoke:
-        args.nodes, args.seconds = 3, 5.0
+        args.nodes, args.seconds, args.sync_seconds = 3, 1.0, 1.0
     # `timeout` and CI runners stop a run with SIGTERM: leave through the context managers, so the
     # control plane (its processes each in a session of their own) is stopped, not orphaned.
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
