@@ -604,8 +604,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     sizes = [int(s) for s in (args.sizes or ("20,40" if args.smoke else "100,1000,5000")).split(",")]
-    args.seconds = args.seconds or (1.0 if args.smoke else 15.0)
-    args.alone = 0.5 if args.smoke else 5.0
+    args.seconds = args.seconds or (0.5 if args.smoke else 15.0)
+    args.alone = 0.25 if args.smoke else 5.0
     args.settle = 0.2 if args.smoke else 2.0
     args.warmup = 0.2 if args.smoke else 1.0
     import trustme
