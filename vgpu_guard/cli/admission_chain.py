@@ -1,23 +1,21 @@
-"""What kube-apiserver does with a CREATE before storing it, for ``simulate``: the two webhook calls.
+"""The two webhook calls of a CREATE, for ``simulate``: the core's sequence over the webhook's route.
 
-Defaults, then the mutating webhook, then the validating webhook on the mutated object. Each
-webhook call is the webhook's own route function (webhook/rule_routes.py: the container cap,
-the stored Queues for a Queue write, the rules, and the GangPlacement a gang's first member
-records through the API before the answer), on the view its caches hold when the call is made.
-What kube-apiserver adds is here and only here: its defaulting (``server_defaults``), the order
-of the two calls, and the warnings of both answers joined and clipped as it returns them.
+What kube-apiserver does around the calls (defaulting, mutate then validate on the mutated object,
+the warnings of both joined and clipped) is ``engine.admission.admission_sequence``, the one copy
+offline ``review`` runs too. Here each call is the webhook's own route function
+(webhook/rule_routes.py: the container cap, the stored Queues for a Queue write, the rules, and
+the GangPlacement a gang's first member records through the API before the answer), on the view
+its caches hold when that call is made: the validating call sees what the mutating one created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
-from vgpu_guard.engine.admission import ReviewResult, server_defaults
+from vgpu_guard.engine.admission import Phase, ReviewResult, admission_sequence
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
-from vgpu_guard.engine.decision import AdmissionRequest
-from vgpu_guard.engine.violations import clip_warnings
+from vgpu_guard.engine.decision import AdmissionDecision, AdmissionRequest
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.webhook.rule_routes import decide_by_rules
 
@@ -32,15 +30,8 @@ async def admit(
 ) -> ReviewResult:
     """Both webhook calls for ``request`` (see the module docstring); ``views`` gives the view of
     each call, ``client`` is the webhook's (what it records is created through it)."""
-    if request.object is not None:
-        request = replace(request, object=server_defaults(request.object))
-    mutated = await decide_by_rules(request, await views(), config, phase="mutate", client=client)
-    obj = mutated.object if mutated.object is not None else (request.object or {})
-    if not mutated.allowed:
-        return ReviewResult(decision=mutated, patch=(), warnings=mutated.warnings, object=obj)
-    validate = replace(request, object=obj)
-    validated = await decide_by_rules(validate, await views(), config, phase="validate", client=client)
-    warnings = tuple(clip_warnings([*mutated.warnings, *validated.warnings]))
-    return ReviewResult(
-        decision=validated, patch=mutated.patch, warnings=warnings, object=obj, persist=mutated.persist
-    )
+
+    async def webhook_call(call: AdmissionRequest, phase: Phase) -> AdmissionDecision:
+        return await decide_by_rules(call, await views(), config, phase=phase, client=client)
+
+    return await admission_sequence(request, webhook_call)

@@ -4,7 +4,8 @@ Like ``kyverno apply`` or ``gator test``: the same engine call the webhook makes
 of the given files, against the cluster ``cluster_source`` chooses (a live one through
 ``--kubeconfig``, a file, the files' own Nodes, or the built-in one; the first line names it). Objects are
 reviewed in order and each admitted Queue is visible to the next (so a set of queues is judged as
-``kubectl apply -f`` would build it up), as is the IB cluster an admitted gang will be given.
+``kubectl apply -f`` would build it up), as is the IB cluster a gang's first member records
+(also when validation then denies that member: the mutating call created it first, as in a cluster).
 Exit 0: all allowed; 1: any denied; 2: unreadable input.
 
 What ``simulate`` stores as the cluster's state (Nodes, running Pods, ...: ``is_cluster_state``)
@@ -148,29 +149,37 @@ def load_view(cluster: ClusterSource, inputs: Sequence[Document], config: GuardC
     return ClusterView.from_objects(objects, config, source=cluster.name)
 
 
+def _with_recorded(view: ClusterView, result: ReviewResult) -> ClusterView:
+    """``view`` with what the mutating call recorded (a GangPlacement): in a cluster it was created
+    before the validating call, so it exists even when that call denied the object."""
+    for recorded in result.persist:
+        view = view.with_admitted(recorded)
+    return view
+
+
 def _with_gang(view: ClusterView, job: dict[str, Any], config: GuardConfig) -> ClusterView:
     """After a Volcano Job is admitted: its PodGroup, and the IB cluster its first member records
-    (what ``simulate`` creates before the next object), so the next gang counts this one's."""
+    (what ``simulate`` creates before the next object), so the next gang counts this one's. The
+    member itself is not reported (the job controller creates it, not the file), but what its
+    mutating call records exists whatever its validating call says."""
     view = view.with_admitted(volcano_podgroup(job))
     for first in volcano_job_pods(job, limit=1):
         user = CONTROLLER_USERS[("batch.volcano.sh", "Job")]
-        for recorded in review_object(request_for(first, username=user), view, config).persist:
-            view = view.with_admitted(recorded)
+        view = _with_recorded(view, review_object(request_for(first, username=user), view, config))
     return view
 
 
 def review_documents(
     documents: Sequence[Document], view: ClusterView, config: GuardConfig, *, username: str
 ) -> list[tuple[Document, ReviewResult]]:
-    """Review in order; each admitted object is added to the view the next one sees."""
+    """Review in order; the next object sees each admitted one, and whatever admission recorded."""
     results = []
     for document in documents:
         result = review_object(request_for(document.object, username=username), view, config)
         results.append((document, result))
+        view = _with_recorded(view, result)
         if result.decision.allowed:
             view = view.with_admitted(result.object)
-            for recorded in result.persist:
-                view = view.with_admitted(recorded)
             if is_volcano_job(result.object):
                 view = _with_gang(view, dict(result.object), config)
     return results

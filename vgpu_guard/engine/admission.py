@@ -2,15 +2,21 @@
 
 ``decide(request, view, config)`` routes an ``AdmissionRequest`` to the rules of its resource and
 phase (mutate or validate), applies each rule's configured action (enforce -> deny, warn -> admission
-warning, audit -> recorded only) and returns an ``AdmissionDecision``. ``review_object`` runs both
-phases in the API server's order, for offline review. The request and decision types, and the
-turning of violations into a decision, live in ``engine.decision``: the rules import them from there.
+warning, audit -> recorded only) and returns an ``AdmissionDecision``.
+
+``admission_sequence`` is what kube-apiserver does around our two webhook calls: its defaulting,
+the mutating call, the validating call on the mutated object, the warnings of both joined and
+clipped. It is the only copy: ``simulate`` runs it over the webhook's own route function
+(cli/admission_chain.py), ``review_object`` over the offline decision (the container cap, then
+``decide``), so ``review`` and ``simulate`` (and so ``serve``) cannot disagree on the order. The
+request and decision types, and the turning of violations into a decision, live in
+``engine.decision``: the rules import them from there.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -31,6 +37,7 @@ from vgpu_guard.engine.rules.pods_mutate import normalise_pod, vgpu_gang
 from vgpu_guard.engine.rules.pods_validate import validate_pod_spec
 from vgpu_guard.engine.rules.queues_validate import admit_queue, admit_queue_delete
 from vgpu_guard.engine.rules.workloads import WORKLOAD_KINDS, validate_workload
+from vgpu_guard.engine.synchronous import run_without_suspending
 from vgpu_guard.engine.topology import stamp_cluster
 from vgpu_guard.engine.vgpu_request import requests_vgpu
 from vgpu_guard.engine.violations import clip_warnings
@@ -38,9 +45,11 @@ from vgpu_guard.engine.violations import clip_warnings
 __all__ = [
     "KIND_RESOURCES",
     "WORKLOAD_RESOURCES",
+    "DecidePhase",
     "Handler",
     "Phase",
     "ReviewResult",
+    "admission_sequence",
     "decide",
     "register",
     "request_for",
@@ -257,7 +266,9 @@ class ReviewResult:
     patch: tuple[dict[str, Any], ...]
     warnings: tuple[str, ...]
     object: Mapping[str, Any]
-    # Objects admission recorded (a gang's GangPlacement): offline callers add them to their view.
+    # What the mutating call recorded (a gang's GangPlacement). ``serve`` creates it through the
+    # API before answering, so it exists whatever the validating call then says; offline callers
+    # add it to their view (cli/review.py), as ``simulate``'s call has created it.
     persist: tuple[Mapping[str, Any], ...] = ()
 
 
@@ -265,8 +276,8 @@ def server_defaults(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The API server's defaulting that happens before admission and matters to our rules.
 
     A container that sets only ``limits`` of a resource gets equal ``requests``
-    (pkg/apis/core/v1/defaults.go SetDefaults_Pod). Offline review applies it so that what
-    ``review`` reports is what the webhook would see in a cluster.
+    (pkg/apis/core/v1/defaults.go SetDefaults_Pod). ``admission_sequence`` applies it so that what
+    ``review`` and ``simulate`` report is what the webhook would see in a cluster.
     """
     if obj.get("kind") != "Pod" or not isinstance(obj.get("spec"), Mapping):
         return obj
@@ -292,23 +303,43 @@ def too_many_containers(obj: Mapping[str, Any] | None, limit: int) -> AdmissionD
     return AdmissionDecision(allowed=False, code=422, message=message, rules=("object-too-large",))
 
 
-def review_object(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> ReviewResult:
-    """API-server defaulting, mutation, then validation of the mutated object: the API server's order.
-    The container cap first, as the webhook applies it."""
-    capped = too_many_containers(request.object, config.webhook.max_containers)
-    if capped is not None:
-        return ReviewResult(decision=capped, patch=(), warnings=(), object=request.object or {})
+# One webhook call: the decision for ``request`` in ``phase``, awaited as the API server awaits it.
+DecidePhase = Callable[[AdmissionRequest, Phase], Awaitable[AdmissionDecision]]
+
+
+async def admission_sequence(request: AdmissionRequest, decide_phase: DecidePhase) -> ReviewResult:
+    """What kube-apiserver does with a write before storing it, around our two webhook calls.
+
+    Its defaulting (``server_defaults``), then the mutating call; a denial ends it there. Then the
+    validating call on the mutated object, and the warnings of both answers joined and clipped as
+    it returns them. What the mutating call recorded is kept even when validation denies: in a
+    cluster it was created before the validating call was made.
+    """
     if request.object is not None:
-        request = AdmissionRequest(**{**request.__dict__, "object": server_defaults(request.object)})
-    mutated = decide(request, view, config, phase="mutate")
+        request = replace(request, object=server_defaults(request.object))
+    mutated = await decide_phase(request, "mutate")
     obj = mutated.object if mutated.object is not None else (request.object or {})
     if not mutated.allowed:
         return ReviewResult(decision=mutated, patch=(), warnings=mutated.warnings, object=obj)
-    validated = decide(
-        AdmissionRequest(**{**request.__dict__, "object": obj}), view, config, phase="validate"
-    )
+    validated = await decide_phase(replace(request, object=obj), "validate")
     warnings = tuple(clip_warnings([*mutated.warnings, *validated.warnings]))
-    persist = mutated.persist if validated.allowed else ()
     return ReviewResult(
-        decision=validated, patch=mutated.patch, warnings=warnings, object=obj, persist=persist
+        decision=validated, patch=mutated.patch, warnings=warnings, object=obj, persist=mutated.persist
     )
+
+
+def _offline(view: ClusterView, config: GuardConfig) -> DecidePhase:
+    """The webhook's call without its API: the container cap, then the rules on ``view``. What a
+    decision must record is left in its ``persist`` (nothing is created), for the caller's view."""
+
+    async def decide_phase(request: AdmissionRequest, phase: Phase) -> AdmissionDecision:
+        capped = too_many_containers(request.object, config.webhook.max_containers)
+        return capped if capped is not None else decide(request, view, config, phase=phase)
+
+    return decide_phase
+
+
+def review_object(request: AdmissionRequest, view: ClusterView, config: GuardConfig) -> ReviewResult:
+    """``admission_sequence`` offline, on ``view``: what ``serve`` and ``simulate`` answer for
+    ``request`` when their caches hold ``view`` (and the API reads nothing else)."""
+    return run_without_suspending(admission_sequence(request, _offline(view, config)))
