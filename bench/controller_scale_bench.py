@@ -95,6 +95,9 @@ class FeedClient:
         self.leases: dict[str, Obj] = {}
         self.bound_at: dict[str, float] = {}
         self.first_bind = asyncio.Event()
+        # Pods a rate row still waits for; the event is set when the last of them is bound.
+        self.awaited: set[str] = set()
+        self.all_awaited = asyncio.Event()
         self.pods_by_name: dict[tuple[str, str], Obj] = {}
         # Each ledger's resourceVersion, and its stored JSON (compressed) as last written: writes
         # are compare-and-swap on it, as the API server's are, so the arbiter's writes make the
@@ -194,6 +197,10 @@ class FeedClient:
     ) -> None:
         self.bound_at[name] = time.perf_counter()
         self.first_bind.set()
+        if name in self.awaited:
+            self.awaited.discard(name)
+            if not self.awaited:
+                self.all_awaited.set()
         pod = self.pods_by_name[(namespace, name)]
         bound = {
             **pod,
@@ -376,7 +383,12 @@ async def scenario(args: argparse.Namespace, ledgers: list[str]) -> dict[str, An
                 counter += 1
                 fed[pod["metadata"]["name"]] = time.perf_counter()
                 await client.create(type("R", (), {"plural": "pods"})(), pod)
-            await asyncio.sleep(2.0)
+            # Up to 2 s for the last ones (what "unbound 2 s later" counts); no longer once all are.
+            client.awaited = {n for n in fed if n not in client.bound_at}
+            if client.awaited:
+                client.all_awaited.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(client.all_awaited.wait(), 2.0)
             lat = sorted((client.bound_at[n] - t) * 1000 for n, t in fed.items() if n in client.bound_at)
             rows.append({
                 "rate": rate, "pods": count, "bound": len(lat),
