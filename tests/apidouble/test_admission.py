@@ -422,6 +422,9 @@ async def test_match_conditions_are_judged_per_request(store: Store, kube: AioCl
         {"name": "gpu", "expression": "'gpu' in object.metadata.labels"},
         {"name": "same", "expression": "request.object.metadata.name == object.metadata.name"},
         {"name": "create", "expression": "request.operation == 'CREATE' && oldObject == null"},
+        # A true || or false && left side is the answer, whatever the right side (here an error) is.
+        {"name": "or", "expression": "true || object.metadata.missing.field"},
+        {"name": "and", "expression": "!(false && object.metadata.missing.field)"},
     ]
     broken = [{"name": "broken", "expression": "object.metadata.("}]
     async with webhook_server(recorder(seen, "s", add=False)) as (url, ca):
