@@ -39,6 +39,11 @@ arbiter's side must hold a ledger entry on its node and none of the baseline's (
 before 1.28 fails open: a timed-out review would pass unreserved, and is caught here; the API
 server's log says how many calls it let pass so, warm-ups included).
 
+The added latency's baseline (issue 44: the arbiter's added p50 at most 1.3x one ledger PUT's):
+after each rate segment of the arbiter's side, as many compare-and-swap PUTs of one GPULedger at
+the same pace, the ledger holding the entries a fleet's ledger holds on average at that moment,
+timed as a client sees them (the webhook's own write is such a PUT).
+
 ``--ledger-puts N`` measures instead what one GPULedger write costs the API server by the ledger's
 size (``--put-sizes``): N compare-and-swap PUTs one at a time on an otherwise idle control plane,
 CPU ms a PUT of kube-apiserver and etcd (less their idle rate), and the PUT's p50, beside a
@@ -257,6 +262,16 @@ class Side:
 
 
 @dataclass
+class OnePut:
+    """The baseline of the arbiter's added latency (issue 44): one GPULedger compare-and-swap PUT,
+    timed as a client sees it, on the same control plane in the same run, at the rate's pace and
+    the ledger size the arbiter's writes met."""
+
+    latencies: list[float] = field(default_factory=list)  # seconds
+    entries: list[int] = field(default_factory=list)  # the ledger's entries in each segment
+
+
+@dataclass
 class Bench:
     admin: AioClusterClient
     binder: Binder
@@ -308,6 +323,35 @@ class Bench:
             )
         )
         side.makespans.append(time.perf_counter() - started)
+
+    async def put_segment(self, count: int, rate: float, into: OnePut) -> None:
+        """``count`` compare-and-swap PUTs of one GPULedger at ``rate`` a second (each waits for the
+        one before: the same object), an entry added and removed in turn, encoded as the webhook's
+        LedgerWriter encodes them; the ledger holds the entries the fleet's ledgers hold on average
+        now, so the PUT is the size the arbiter's writes are."""
+        held = await ledger_entries(self.admin)
+        size = max(1, round(len(held) / len(self.nodes)))
+        node = f"one-put-{len(into.entries)}"
+        info = _node_infos([node])[node]
+        base = NodeLedger(node=node).with_allocations([_entry(i, node) for i in range(size)])
+        grown = base.with_allocation(_entry(size, node))
+        body = encode_ledger(base, ledger_summary(base, info))
+        version = (await self.admin.create(LEDGERS, body))["metadata"]["resourceVersion"]
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for k in range(count):
+            wait = start + k / rate - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            ledger = grown if k % 2 == 0 else base
+            body = encode_ledger(ledger, ledger_summary(ledger, info))
+            body["metadata"]["resourceVersion"] = version
+            started = time.perf_counter()
+            written = await self.admin.replace(LEDGERS, body)
+            into.latencies.append(time.perf_counter() - started)
+            version = written["metadata"]["resourceVersion"]
+        into.entries.append(size)
+        await self.admin.delete(LEDGERS, node)
 
     @contextlib.asynccontextmanager
     async def window(self, side: Side) -> AsyncIterator[None]:
@@ -502,6 +546,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
     sides = {WITH: Side(SIDE_LABEL[WITH]), WITHOUT: Side(SIDE_LABEL[WITHOUT])}
     gang_sides = {WITH: Side(SIDE_LABEL[WITH]), WITHOUT: Side(SIDE_LABEL[WITHOUT])}
+    one_put = OnePut()
     with ControlPlane(binaries, workdir / "plane") as plane:
         admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
         try:
@@ -538,6 +583,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         await bench.switch(want, warmup=args.warmup, rate=args.rate)
                         async with bench.window(sides[want]):
                             await bench.open_loop(pool.take("rate", rate_binds), args.rate, sides[want])
+                        if want == WITH:
+                            log("one GPULedger PUT at the same pace, the arbiter's configurations installed")
+                            await bench.put_segment(rate_binds, args.rate, one_put)
                     # The gangs go on with the rate test's last side: A B B A | A B B A ...
                     last = WITH if args.segments % 2 == 0 else WITHOUT
                     for k, want in enumerate(alternating(args.rounds, last)):
@@ -572,6 +620,13 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             for q in ("p50_ms", "p99_ms")
         }
         cases.append({"case": case, WITHOUT: without, WITH: with_, "added": added})
+    put_ms = [x * 1000 for x in one_put.latencies]
+    cases[0]["one_put"] = {
+        "puts": len(put_ms),
+        "entries": one_put.entries,
+        "p50_ms": round(percentile(put_ms, 0.5), 2) if put_ms else None,
+        "p99_ms": round(percentile(put_ms, 0.99), 2) if put_ms else None,
+    }
     return {
         "machine": machine(),
         "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
@@ -667,6 +722,13 @@ def report(result: dict[str, Any]) -> str:
             f"| {name} | added by the arbiter | | | **{_cell(added['p50_ms'])}** | "
             f"**{_cell(added['p99_ms'])}** | | | |"
         )
+        put = case.get("one_put")
+        if put is not None:
+            sizes = ", ".join(str(n) for n in put["entries"])
+            lines.append(
+                f"| {name} | one GPULedger PUT, same pace ({sizes} entries) | {put['puts']} | | "
+                f"{_cell(put['p50_ms'])} | {_cell(put['p99_ms'])} | | | |"
+            )
     lines += [
         "",
         "The arbiter's side, from the webhook's /metrics over the measured windows:",
@@ -741,6 +803,15 @@ def targets(result: dict[str, Any]) -> list[str]:
             value = added[q]
             verdict = "not measured" if value is None else "met" if value <= limit else "NOT met"
             out.append(f"target {case['case']}: added {q[:3]} <= {limit:g} ms: {verdict} ({_cell(value)} ms)")
+        put = case.get("one_put")
+        if put is not None:
+            ratio = added["p50_ms"] / put["p50_ms"] if added["p50_ms"] is not None and put["p50_ms"] else None
+            verdict = "not measured" if ratio is None else "met" if ratio <= 1.3 else "NOT met"
+            out.append(
+                f"target {case['case']}: added p50 <= 1.3 x one GPULedger PUT's p50 (issue 44): {verdict} "
+                f"({_cell(added['p50_ms'])} / {_cell(put['p50_ms'])} ms = "
+                f"{'-' if ratio is None else f'{ratio:.2f}'}x)"
+            )
         r = case[WITH]
         complete = r["reserved"] == r["binds"] == r["bound"] and case[WITHOUT]["reserved"] == 0
         out.append(

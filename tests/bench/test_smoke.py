@@ -72,6 +72,8 @@ def test_smoke(script: str, expect: str) -> None:
                 "| 20 binds/s over 10 nodes (1 x 1 s a side) | with the arbiter |",
                 "| 16-pod gang on 2 nodes (1 gang a side) | without the arbiter (baseline) |",
                 "| 16-pod gang on 2 nodes (1 gang a side) | with the arbiter |",
+                "| 20 binds/s over 10 nodes (1 x 1 s a side) | one GPULedger PUT, same pace (",
+                "target rate: added p50 <= 1.3 x one GPULedger PUT's p50 (issue 44):",
                 "check rate: every binding of the arbiter's side reserved, none of the baseline's: yes",
                 "check gang: every binding of the arbiter's side reserved, none of the baseline's: yes",
             ],
