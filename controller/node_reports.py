@@ -9,6 +9,7 @@ nothing behind.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from vgpu_guard.engine.ledger import GpuUsage, NodeLedger, check_invariants, gpu
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.logs import audit
 
-__all__ = ["SNAPSHOT_SECONDS", "NodeReports", "first_few"]
+__all__ = ["SNAPSHOT_SECONDS", "NodeReports", "first_few", "unwritable_remedy"]
 
 log = logging.getLogger("vgpu_guard.controller.allocation")
 
@@ -44,6 +45,22 @@ _UNWRITABLE_REMEDY = {
     "unavailable": "the API server did not complete it; check its health and logs",
     "other": "check the API server's message above",
 }
+# The refusal of an entry or GPU line by the typed CRD of releases before issue 44 (a string where
+# that schema wants an object): the CRD was left behind (crds.install=false, CRDs managed apart).
+_OLD_CRD_REFUSAL = re.compile(r"spec\.(allocations|summary\.perGPU)\[\d+\] in body must be of type object")
+_OLD_CRD_REMEDY = (
+    "the CRD gpuledgers.vgpu-guard.io in the cluster is older than this vgpu-guard (its ledger entries "
+    "are one line of text each): apply this release's CRD (the chart's templates/crds.yaml, or "
+    "manifests/crds/ where CRDs are managed apart from the chart)"
+)
+
+
+def unwritable_remedy(state: Unwritable) -> str:
+    """What to do about a failed ledger write: by its kind, and for a schema refusal that is the
+    old CRD's, that CRD (checking annotations would send the reader the wrong way)."""
+    if state.reason == "invalid" and _OLD_CRD_REFUSAL.search(state.error):
+        return _OLD_CRD_REMEDY
+    return _UNWRITABLE_REMEDY[state.reason]
 
 
 def first_few(items: Sequence[str]) -> list[str]:
@@ -127,7 +144,7 @@ class NodeReports:
         self.metrics.ledger_write_failures.labels(name, state.reason).inc()
         message = (
             f"the GPULedger of node {name} cannot be written: {state.error}; "
-            f"{_UNWRITABLE_REMEDY[state.reason]}; no new vGPU pod is placed on this node until a write "
+            f"{unwritable_remedy(state)}; no new vGPU pod is placed on this node until a write "
             "succeeds (retried with backoff), "
             "and every other node places and binds as before"
         )

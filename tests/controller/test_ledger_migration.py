@@ -12,11 +12,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from tests.ledger_before_issue_44 import old_crd, old_encoded_ledger
 from vgpu_guard.apidouble.store import Store
+from vgpu_guard.controller.node_queue import Unwritable
+from vgpu_guard.controller.node_reports import unwritable_remedy
 from vgpu_guard.engine.ledger import NodeLedger, decode_ledger
 from vgpu_guard.kube.resources import CRDS, LEDGERS, NODES
 
@@ -131,6 +134,8 @@ async def test_a_cluster_whose_crd_was_not_upgraded_refuses_the_new_encoding_and
     assert {o["metadata"]["name"]: o for o in cluster.store.list(LEDGERS).items} == before
     [event, *_] = [e for e in cluster.events("LedgerWriteFailed") if e["involvedObject"]["name"] == "gpu-a"]
     assert "spec.allocations[0] in body must be of type object" in event["message"], event
+    assert "is older than this vgpu-guard" in event["message"], event
+    assert "volcano.sh/node-vgpu-register" not in event["message"], event  # not the node's values
 
 
 async def test_an_old_ledger_with_no_entry_left_is_rewritten_at_the_first_pass() -> None:
@@ -145,3 +150,25 @@ async def test_an_old_ledger_with_no_entry_left_is_rewritten_at_the_first_pass()
     await cluster.converge(cluster.replica(identity="new", registry=CollectorRegistry()))
     stored = cluster.store.get(LEDGERS, "gpu-c")
     assert stored_as_text(stored) and not decode_ledger(stored).legacy
+
+
+@pytest.mark.parametrize(
+    ("error", "names_the_crd"),
+    [
+        ('GPULedger.vgpu-guard.io "gpu-a" is invalid: spec.allocations[0]: Invalid value: "string": '
+         'spec.allocations[0] in body must be of type object: "string"', True),
+        ('GPULedger.vgpu-guard.io "gpu-a" is invalid: spec.summary.perGPU[3]: Invalid value: "string": '
+         'spec.summary.perGPU[3] in body must be of type object: "string"', True),
+        ('GPULedger.vgpu-guard.io "gpu-a" is invalid: spec.summary.totalMemoryMiB: Invalid value: '
+         "9223372036854775808: spec.summary.totalMemoryMiB in body should be less than or equal to "
+         "9223372036854775807", False),
+    ],
+)  # fmt: skip
+def test_a_schema_refusal_names_the_old_crd_only_when_it_is_the_old_crds(
+    error: str, names_the_crd: bool
+) -> None:
+    """Only the old CRD's "must be of type object" on an entry or GPU line points at the CRD; any
+    other 422 keeps pointing at the values the node and its pods wrote."""
+    remedy = unwritable_remedy(Unwritable(error=error, reason="invalid", failures=1, retry_at=0.0))
+    assert ("is older than this vgpu-guard" in remedy) is names_the_crd, remedy
+    assert ("volcano.sh/node-vgpu-register" in remedy) is not names_the_crd, remedy
