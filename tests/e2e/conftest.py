@@ -52,6 +52,9 @@ from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, PODS, Resource
 Obj = dict[str, Any]
 WEBHOOK_0 = "e2e-webhook-0"
 CONTROLLER_0 = "e2e-controller-0"
+# Fixtures that stop webhook-0 and start the webhook as a Volcano user runs it: ``env`` does not
+# start webhook-0 for a story that asks for one (a start and a stop, ~2 s, for nothing).
+VOLCANO_FIXTURES = frozenset({"volcano_mode", "volcano"})
 
 BACKENDS = ["double", "cluster"]
 # The marker of stories that drive kubectl or Helm (test_clients.py and test_ledger_columns.py
@@ -236,8 +239,9 @@ async def drop_namespace(api: AioClusterClient, namespace: str) -> None:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def env(guard: Guard) -> AsyncIterator[Env]:
-    await guard.ensure("webhook", WEBHOOK_0)
+async def env(guard: Guard, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
+    if VOLCANO_FIXTURES.isdisjoint(request.fixturenames):
+        await guard.ensure("webhook", WEBHOOK_0)
     await guard.ensure("controller", CONTROLLER_0)
     api = await AioClusterClient.from_kubeconfig(str(guard.backend.admin_kubeconfig))
     story = Env(guard, api, await new_namespace(guard, api))
