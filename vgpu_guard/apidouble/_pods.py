@@ -21,6 +21,7 @@ Sources (kubernetes/kubernetes), each pinned by a differential probe in tests/co
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -118,7 +119,11 @@ def _interpret(suffix: str) -> tuple[int, int, str]:
 
 def _parse(value: Any) -> tuple[Fraction, str, str | None, int]:
     """ParseQuantity: (value, format, the string kept as is when already canonical (else None),
-    the decimal scale of that kept value)."""
+    the decimal scale of that kept value); a string's answer is kept (pods repeat a few)."""
+    return _parse_string(value) if value.__class__ is str else _parse_any(value)
+
+
+def _parse_any(value: Any) -> tuple[Fraction, str, str | None, int]:
     if value is None:
         return Fraction(0), "DecimalSI", None, 0
     if isinstance(value, bool):
@@ -155,6 +160,9 @@ def _parse(value: Any) -> tuple[Fraction, str, str | None, int]:
     if fmt == "BinarySI" and 0 < amount < 1:
         fmt = "DecimalSI"
     return sign * amount, fmt, kept, scale
+
+
+_parse_string = functools.lru_cache(maxsize=4096)(_parse_any)
 
 
 def parse_quantity(value: Any) -> Fraction:

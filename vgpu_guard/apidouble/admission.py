@@ -183,8 +183,7 @@ class AdmissionChain:
         if not hooks:
             return
         shown = self._shown(pending)
-        # Every hook is matched before any is called (validating/dispatcher.go: a matchCondition
-        # error under failurePolicy Fail ends the request before the calls start).
+        # All matched before any call (validating/dispatcher.go: a matchCondition error ends it).
         calls = []
         for hook in hooks:
             version = self._matcher.matches(hook, pending, shown)
