@@ -310,3 +310,23 @@ def test_a_volcano_job_and_its_first_member_are_judged_alike() -> None:
     member_result = review(first, cluster(volcano_podgroup(job)))
     job_message = review(job, cluster()).decision.message
     assert member_result.decision.message.split(": ", 1)[1] == job_message.split(": ", 1)[1]
+
+
+@pytest.mark.parametrize("group", ["A100", "-job", "job_1", "x" * 254])
+def test_a_group_name_no_podgroup_can_have_is_denied_saying_so(group: str) -> None:
+    """The API server refuses a GangPlacement of that name, so the webhook's recording would
+    answer "retry in a few seconds" for ever; the rules deny it at once, naming the annotation
+    and what a name must be (offline review and the webhook alike)."""
+    result = review(member(group), cluster())
+    assert not result.decision.allowed
+    assert result.persist == ()
+    assert result.decision.rules == ("ib-cluster",)
+    assert f"scheduling.k8s.io/group-name {group!r} is not a valid PodGroup name" in result.decision.message
+    assert "lowercase RFC 1123 subdomain" in result.decision.message
+
+
+@pytest.mark.parametrize("group", ["a", "job-1", "team.job-1", "x" * 253])
+def test_a_valid_group_name_is_recorded(group: str) -> None:
+    result = review(member(group), cluster())
+    assert result.decision.allowed
+    assert result.persist[0]["metadata"]["name"] == group

@@ -27,6 +27,7 @@ from vgpu_guard.engine.allocator import Allocator, Placement
 from vgpu_guard.engine.cluster import ClusterView, NodeInfo
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
+from vgpu_guard.engine.objects import SUBDOMAIN_RULE, is_subdomain_name
 from vgpu_guard.engine.pod_request import (
     GROUP_ANNOTATIONS,
     ContainerRequest,
@@ -371,6 +372,8 @@ def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfi
         # The pod's own constraints keep it off every IB node (a gang meant for other nodes):
         # not an IB gang, so nothing to choose, record or deny.
         return None
+    if not is_subdomain_name(group):
+        return _unrecordable(key, annotation, clusters)
     minimum = _min_member(view, namespace, group)
     min_member = minimum or 1
     rooms = _rooms(pod, request, clusters, allowed, key=key, min_member=min_member, view=view, config=config)
@@ -401,6 +404,20 @@ def decide_gang(pod: Mapping[str, Any], *, view: ClusterView, config: GuardConfi
             f"({f'best fit of {len(fitting)}' if len(fitting) > 1 else 'the only one that fits'}); "
             "required node affinity added",
         ),
+    )
+
+
+def _unrecordable(key: tuple[str, str], annotation: str, clusters: Clusters) -> GangDecision:
+    """A group name no PodGroup can have: the gang's IB cluster cannot be recorded under it (the
+    API server refuses the GangPlacement's name), so retrying would never help; say what to fix."""
+    namespace, group = key
+    message = (
+        f"{annotation} {group!r} is not a valid PodGroup name ({SUBDOMAIN_RULE}): no PodGroup can be "
+        f"named so, and the IB cluster of gang {namespace}/{group} cannot be recorded under it; set "
+        "the annotation to the name of the pod's PodGroup"
+    )
+    return GangDecision(
+        clusters=clusters, violation=Violation("ib-cluster", f"metadata.annotations[{annotation}]", message)
     )
 
 

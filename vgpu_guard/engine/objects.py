@@ -8,10 +8,24 @@ mutated: kube/sharing.py). Both are aliases: no runtime check, no cost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Obj", "ObjMap"]
+__all__ = ["SUBDOMAIN_RULE", "Obj", "ObjMap", "is_subdomain_name"]
 
 Obj = dict[str, Any]
 ObjMap = Mapping[str, Any]
+
+# apimachinery's validation.IsDNS1123Subdomain: what most objects' names must be (PodGroups,
+# GangPlacements, ...), in the words kube-apiserver uses when it refuses one.
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+SUBDOMAIN_RULE = (
+    "a lowercase RFC 1123 subdomain: lower case alphanumeric characters, '-' or '.', starting and "
+    "ending with an alphanumeric character, at most 253 characters"
+)
+
+
+def is_subdomain_name(name: str) -> bool:
+    """Whether ``name`` can name an object whose names are DNS-1123 subdomains."""
+    return len(name) <= 253 and _SUBDOMAIN.fullmatch(name) is not None
