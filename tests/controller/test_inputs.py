@@ -261,6 +261,7 @@ async def test_a_ledger_we_wrote_and_someone_deleted_is_not_brought_back_by_our_
         written = await client.create(LEDGERS, encode_ledger(NodeLedger(node="a")))
         inputs.wrote_ledger(written)
         assert "a" in (await inputs.read(cluster.config)).ledgers
+        await until(lambda: ("", "a") in inputs.cluster.ledgers.items)  # else the next wait is met at once
         await client.delete(LEDGERS, "a")
         await until(lambda: ("", "a") not in inputs.cluster.ledgers.items)
         assert "a" not in (await inputs.read(cluster.config)).ledgers

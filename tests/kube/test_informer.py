@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
@@ -344,3 +345,38 @@ async def test_a_ledger_write_rebuilds_only_the_ledgers_part_of_the_view(
     assert second is not first and second.nodes is first.nodes and second.queues is first.queues
     # Every part is the cache's state when the view was built, however late it is read.
     assert "n0" in second.ledgers and "n0" not in first.ledgers
+
+
+@pytest.mark.parametrize("slice_seconds", [0.0, None])
+async def test_a_burst_of_watch_events_gives_the_loop_back_between_slices(
+    store: Store, running: Callable[[Any], asyncio.Task[None]], slice_seconds: float | None
+) -> None:
+    """Events the watch has buffered come without a suspension; handled in one go they would hold
+    the event loop, and every admission review waiting on it, for the whole burst. Another task
+    gets the loop in the middle of a burst: after every event with a slice of 0, and with the
+    default slice when each event's handling takes longer than it (2 ms here)."""
+    informer = Informer(MemoryClusterClient(store, bookmark_interval=60), NODES)
+    if slice_seconds is not None:
+        informer.event_slice_seconds = slice_seconds
+    seen: list[str] = []
+
+    def handle(event: InformerEvent) -> None:
+        if slice_seconds is None:
+            time.sleep(0.002)
+        seen.append(event.object["metadata"]["name"])
+
+    informer.add_handler(handle)
+    running(informer.run())
+    await asyncio.wait_for(informer.wait_synced(), 5)
+    burst = 40
+    for i in range(burst):
+        store.create(NODES, node(f"n{i}"))
+    observed: set[int] = set()
+
+    async def watch_progress() -> None:
+        while len(seen) < burst:
+            observed.add(len(seen))
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(watch_progress(), 10)
+    assert observed & set(range(1, burst)), observed  # it ran while the burst was being handled
