@@ -283,7 +283,7 @@ class AllocationController:
         self.parser.forget(changes.gone)
         self.reports.forget_pods(changes.gone)
         self.reports.stale_picks.observe(world, changes.dirty, changes.gone, inputs.nodes)
-        if await self.reconciler.run(changes.dirty, fresh=inputs.fresh, result=result):
+        if await self.reconciler.run(changes.dirty, result=result):
             return  # the next pass starts from what was just written (fresh resourceVersions)
         self.placer.hold_unwritable()
         try:

@@ -16,7 +16,7 @@ own writes: a ledger we just wrote is used until the informer delivers that reso
 newer one, and a pod we just bound counts as bound (and its node as busy with the plugin's
 handshake) until the informer shows it bound. Both expire after ``OVERLAY_TTL_SECONDS`` so a lost
 watch event can never pin a stale object. What the cache cannot promise (that a pod absent from it
-is gone) is checked by the controller with a GET before it releases anything (``fresh`` False).
+is gone) is checked by the controller with a GET before it releases anything.
 """
 
 from __future__ import annotations
@@ -70,9 +70,6 @@ class PassInputs:
     pods: Mapping[Key, Obj]  # by (namespace, name)
     nodes: Mapping[str, Obj]  # raw Node objects by name (for Events)
     view: ClusterView
-    # True when read by LIST for this pass (ledgers before pods): a pod missing here is gone. The
-    # informers' reads are never fresh (a test's listed source can be).
-    fresh: bool
     # Versions of the node, Queue and PodGroup caches (None: unknown): equal generations mean
     # those objects did not change, so an unplaceable pod's diagnosis can be reused.
     generation: tuple[int, ...] | None = None
@@ -490,6 +487,5 @@ class CachedInputs:
             changed_ledgers=changed_ledgers,
             nodes=ByName(self.cluster.nodes.items),
             view=view,
-            fresh=False,
             generation=(self.generation,),
         )

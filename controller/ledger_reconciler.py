@@ -153,7 +153,7 @@ class LedgerReconciler:
         self._reported_bad: dict[str, str] = {}
         self._now = int(clock())
 
-    async def run(self, changed: Mapping[str, None], *, fresh: bool, result: PassResult) -> bool:
+    async def run(self, changed: Mapping[str, None], *, result: PassResult) -> bool:
         """Release, verify and adopt over the pods that changed; True when a ledger write landed
         (the pass then ends: the next one starts from what was just written)."""
         self._log_bad_ledgers()
@@ -162,10 +162,9 @@ class LedgerReconciler:
         self._now = int(self.clock())  # what release_reason's hold is measured against this pass
         dirty = {**changed, **self._unreconciled, **self._hold_expired()}
         self._unreconciled = dirty
-        if not fresh:
-            confirmed = await confirm_missing(self.client, self.world, dirty, concurrency=self.concurrency)
-            if confirmed:
-                dirty = {uid: None for uid in dirty if uid not in confirmed}
+        confirmed = await confirm_missing(self.client, self.world, dirty, concurrency=self.concurrency)
+        if confirmed:
+            dirty = {uid: None for uid in dirty if uid not in confirmed}
         step = self._reconcile(dirty, self.world.view, result)
         wrote, left = False, dict[str, None]()
         if step.any or step.invalid:

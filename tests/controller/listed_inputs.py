@@ -55,7 +55,6 @@ class ListedInputs:
             pods={key_of(o): o for o in pods},
             nodes={_name(o): o for o in nodes},
             view=view,
-            fresh=True,
         )
 
     async def side_objects(self, *, volumes: bool, namespaces: bool) -> SideObjects:

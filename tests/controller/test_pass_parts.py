@@ -52,7 +52,7 @@ class _Parts:
             concurrency=4,
         )
 
-    async def read(self) -> tuple[dict[str, None], bool, tuple[int, ...] | None]:
+    async def read(self) -> tuple[dict[str, None], tuple[int, ...] | None]:
         inputs = await self.inputs.read(self.config)
         changes = self.world.update(
             inputs.pods,
@@ -64,7 +64,7 @@ class _Parts:
             changed_ledgers=inputs.changed_ledgers,
         )
         self.writes.pass_started(inputs.nodes, changes.nodes)
-        return dict(changes.dirty), inputs.fresh, inputs.generation
+        return dict(changes.dirty), inputs.generation
 
     def placer(self) -> Placer:
         gangs = GangStatusWriter(self.client, clock=self.clock)
@@ -98,7 +98,7 @@ async def test_the_placer_alone_reserves_commits_and_binds_a_pod() -> None:
     cluster = Cluster([gpu_node("a", 1)])
     cluster.create_pod(vgpu_pod("web", memory=8192))
     parts = _Parts(cluster)
-    _, _, generation = await parts.read()
+    _, generation = await parts.read()
     result = PassResult()
     await parts.placer().decide(generation, result)
     assert result.reserved == ["default/web"] and result.bound == ["default/web"]
@@ -125,8 +125,8 @@ async def test_the_reconciler_alone_releases_an_ended_pods_entry() -> None:
         clock=parts.clock,
         concurrency=4,
     )
-    dirty, fresh, _ = await parts.read()
+    dirty, _ = await parts.read()
     result = PassResult()
-    assert await reconciler.run(dirty, fresh=fresh, result=result)
+    assert await reconciler.run(dirty, result=result)
     assert result.released == ["default/web"]
     assert cluster.ledgers()["a"].allocations == {}
