@@ -30,8 +30,9 @@ from prometheus_client import CollectorRegistry
 
 from vgpu_guard.engine.config import GuardConfig, WebhookSettings
 from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.ops_http import OpsServer
-from vgpu_guard.webhook.app import METRICS, create_app
+from vgpu_guard.webhook.app import ARBITER, METRICS, create_app
 from vgpu_guard.webhook.metrics import AdmissionMetrics
 from vgpu_guard.webhook.pending_pods import PendingPods
 from vgpu_guard.webhook.views import ViewSource
@@ -287,6 +288,7 @@ async def running_webhook(
     ops_port: int | None = None,
     ready: Callable[[], tuple[bool, str]] | None = None,
     pods: PendingPods | None = None,
+    ledgers: Informer | None = None,
 ) -> AsyncIterator[RunningWebhook]:
     """Serve admission over TLS (and /metrics, /healthz, /readyz in plain HTTP) until the block exits.
 
@@ -295,6 +297,8 @@ async def running_webhook(
     unbound pods runs while the server does; readiness does not wait for it (until it has listed,
     a Binding's pod is read with a GET). ``pods``: unbound pods read from a pod informer the
     process runs anyway (``serve all``: the controller's), instead of the webhook's own watch.
+    ``ledgers``: the informer behind ``views``' ledgers, whose DELETEs the arbiter's writer must
+    see (``LedgerWriter.observe``: its own write of a deleted ledger is not the ledger any more).
     """
     registry = registry if registry is not None else CollectorRegistry()
     settings = config.webhook
@@ -312,6 +316,9 @@ async def running_webhook(
         pods=pods,
     )
     guard.metrics = app[METRICS]
+    writer = app[ARBITER].writer
+    if ledgers is not None and writer is not None:
+        ledgers.add_handler(writer.observe)
     is_ready = _readiness(config, views, ready, asyncio.get_running_loop())
     runner = _runner(app, settings)
     await runner.setup()
@@ -335,3 +342,5 @@ async def running_webhook(
             await asyncio.gather(watching, return_exceptions=True)
         await ops.stop()
         await runner.cleanup()
+        if ledgers is not None and writer is not None:
+            ledgers.remove_handler(writer.observe)

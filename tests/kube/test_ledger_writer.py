@@ -17,6 +17,7 @@ from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbitrate
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.pod_request import pod_request
+from vgpu_guard.kube.informer import Informer, InformerEvent
 from vgpu_guard.kube.ledger_writer import Decide, LedgerWriteMetrics, LedgerWriter, WriteFailed
 from vgpu_guard.kube.resources import CRDS, LEDGERS
 
@@ -151,3 +152,49 @@ async def test_a_written_ledger_is_remembered_at_the_servers_version_without_dec
     assert isinstance(second, Reserved)
     monkeypatch.undo()
     assert sorted(a.name for a in (await stored(client)).allocations.values()) == ["a", "b"]
+
+
+async def test_a_deleted_ledger_is_not_brought_back_by_our_own_last_write_of_it() -> None:
+    """The node is removed with its ledger and comes back under the same name (a replaced
+    machine): its cache shows no ledger, and our remembered write of the old one must not stand
+    in for it, or its cards would be refused for holders long gone. The ledger informer's DELETE
+    (the very event, from an informer on the store) makes our write history; a full card is then
+    reserved on the new, empty ledger."""
+    client = api()
+    ledgers = writer(client)
+    informer = Informer(client, LEDGERS)
+    informer.add_handler(ledgers.observe)
+    following = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.wait_synced(), 5)
+        empty = NodeLedger("gpu-0")
+        assert isinstance(
+            await ledgers.reserve("gpu-0", decision("old", 7, 24576), cached=empty, info=NODE), Reserved
+        )
+        assert ledgers.newest(empty).allocations  # the cache has not caught up: our write stands in
+        await client.delete(LEDGERS, "gpu-0")
+        for _ in range(100):
+            if ("", "gpu-0") not in informer.items and not ledgers.newest(empty).allocations:
+                break
+            await asyncio.sleep(0.01)
+        assert ledgers.newest(empty) is empty
+        outcome = await ledgers.reserve("gpu-0", decision("new", 7, 24576), cached=empty, info=NODE)
+        assert isinstance(outcome, Reserved), outcome
+        assert [a.name for a in (await stored(client)).allocations.values()] == ["new"]
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+
+
+def test_a_delete_older_than_our_write_keeps_it() -> None:
+    """A DELETE of an earlier ledger of that name that arrives after our create (a lagging watch)
+    says nothing about ours: our write keeps standing in until the cache shows it."""
+    ledgers = writer(api())
+    ours = NodeLedger("gpu-0", resource_version="20")
+    ledgers._remember(ours)  # what a successful write leaves (tested above through the API)
+    ledgers.observe(InformerEvent("DELETED", {"metadata": {"name": "gpu-0", "resourceVersion": "12"}}))
+    assert ledgers.newest(NodeLedger("gpu-0")) is ours
+    ledgers.observe(InformerEvent("MODIFIED", {"metadata": {"name": "gpu-0", "resourceVersion": "30"}}))
+    assert ledgers.newest(NodeLedger("gpu-0")) is ours  # only a DELETE makes it history
+    ledgers.observe(InformerEvent("DELETED", {"metadata": {"name": "gpu-0", "resourceVersion": "21"}}))
+    assert ledgers.newest(NodeLedger("gpu-0")) == NodeLedger("gpu-0")

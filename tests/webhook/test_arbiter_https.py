@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import yaml
+from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import FaultPlan
 from tests.builders import config_with, default_config, gpu_node
@@ -24,8 +25,10 @@ from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import decode_ledger
 from vgpu_guard.kube.errors import NotFound, Unavailable
+from vgpu_guard.kube.informer import Informer
+from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, PODS
-from vgpu_guard.webhook.server import RunningWebhook
+from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
 VOLCANO = "system:serviceaccount:volcano-system:volcano-scheduler"
@@ -243,3 +246,29 @@ async def test_a_pod_refused_again_and_again_is_told_what_holds_its_gpu_once(
         "cache is catching up and the next sessions choose again"
     )
     assert metric == 1
+
+
+async def test_the_arbiters_writer_follows_the_ledger_informer_while_the_webhook_runs(
+    config: GuardConfig, views: StaticViewSource, server_ssl: ssl.SSLContext
+) -> None:
+    """``serve`` hands ``running_webhook`` its cache's ledger informer: the arbiter's writer sees
+    each DELETE (LedgerWriter.observe, tests/kube/test_ledger_writer.py) while the webhook serves,
+    and is detached when it stops (a restarted webhook must not leave its old writer behind)."""
+    client = MemoryClusterClient(Store())
+    informer = Informer(client, LEDGERS)
+    before = list(informer._handlers)  # the informer's handler list itself: what is wired is the point
+    async with running_webhook(
+        config=config,
+        views=views,
+        ssl_context=server_ssl,
+        registry=CollectorRegistry(),
+        client=client,
+        host="127.0.0.1",
+        port=0,
+        ops_port=0,
+        ledgers=informer,
+    ):
+        [added] = [h for h in informer._handlers if h not in before]
+        assert getattr(added, "__name__", "") == "observe"
+        assert isinstance(getattr(added, "__self__", None), LedgerWriter)
+    assert informer._handlers == before

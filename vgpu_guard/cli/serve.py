@@ -259,6 +259,7 @@ def _webhook(
         port=process.args.port,
         ops_port=process.args.metrics_port,
         pods=PendingPods(pods) if pods is not None else None,
+        ledgers=cache.ledgers,
     )
 
 

@@ -66,6 +66,7 @@ class SimulatedCluster:
         )
         admin = MemoryClusterClient(store)
         writer = LedgerWriter(admin, memory_factor=config.nvidia.gpu_memory_factor, writer="arbiter")
+        self.cache.ledgers.add_handler(writer.observe)  # as serve wires it (running_webhook)
         self.arbiter = Arbiter(
             views=self.cache.snapshot,
             client=admin,

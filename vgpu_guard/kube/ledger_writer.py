@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -32,6 +32,7 @@ from vgpu_guard.engine.ledger_summary import ledger_summary
 from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
+from vgpu_guard.kube.informer import InformerEvent
 from vgpu_guard.kube.resources import LEDGERS
 
 __all__ = ["Decide", "LedgerWriteMetrics", "LedgerWriter", "WriteFailed"]
@@ -194,6 +195,24 @@ class LedgerWriter:
         known = self._latest.get(ledger.node)
         if known is None or _rv_number(ledger) >= _rv_number(known):
             self._latest[ledger.node] = ledger
+
+    def observe(self, event: InformerEvent) -> None:
+        """A ledger informer's event (the caller registers this as a handler of the ledger cache it
+        decides on). A DELETE at or after this writer's own write of that ledger makes the write
+        history: without this, ``newest`` would keep answering with it over the cache's "no
+        ledger", so a node re-created under the same name (a replaced machine, an autoscaled
+        fleet) would have its GPUs refused for holders long gone, until someone else created the
+        ledger. A DELETE older than our write (an earlier ledger's, arriving late) changes nothing."""
+        metadata = event.object.get("metadata")
+        if event.type != "DELETED" or not isinstance(metadata, Mapping):
+            return
+        own = self._latest.get(str(metadata.get("name")))
+        try:
+            deleted_at = int(metadata.get("resourceVersion") or -1)
+        except (TypeError, ValueError):
+            deleted_at = -1
+        if own is not None and deleted_at >= _rv_number(own):
+            del self._latest[own.node]
 
     def newest(self, cached: NodeLedger) -> NodeLedger:
         """``cached`` or this writer's own later write of the same ledger, whichever is newer."""
