@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from tests.builders import A100_40, default_config, gpu_node, view_of
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.kube.client import ClusterClient
+from vgpu_guard.kube.informer import Informer
 from vgpu_guard.webhook.server import RunningWebhook, running_webhook
 from vgpu_guard.webhook.views import StaticViewSource
 
@@ -58,9 +59,10 @@ def serving(
     views: StaticViewSource,
     server_ssl: ssl.SSLContext,
     client: ClusterClient | None = None,
+    ledgers: Informer | None = None,
 ) -> contextlib.AbstractAsyncContextManager[RunningWebhook]:
     """The webhook over HTTPS on a free loopback port, answering from ``views``; ``client``: the
-    API server it may read (None: none)."""
+    API server it may read (None: none); ``ledgers``: the ledger informer its writer follows."""
     return running_webhook(
         config=config,
         views=views,
@@ -70,6 +72,7 @@ def serving(
         host="127.0.0.1",
         port=0,
         ops_port=0,
+        ledgers=ledgers,
     )
 
 

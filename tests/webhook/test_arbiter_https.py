@@ -13,7 +13,6 @@ from typing import Any
 
 import aiohttp
 import yaml
-from prometheus_client import CollectorRegistry
 
 from tests.apidouble_support.faults import FaultPlan
 from tests.builders import config_with, default_config, gpu_node
@@ -28,7 +27,7 @@ from vgpu_guard.kube.errors import NotFound, Unavailable
 from vgpu_guard.kube.informer import Informer
 from vgpu_guard.kube.ledger_writer import LedgerWriter
 from vgpu_guard.kube.resources import CRDS, EVENTS, LEDGERS, PODS
-from vgpu_guard.webhook.server import RunningWebhook, running_webhook
+from vgpu_guard.webhook.server import RunningWebhook
 from vgpu_guard.webhook.views import StaticViewSource
 
 VOLCANO = "system:serviceaccount:volcano-system:volcano-scheduler"
@@ -257,17 +256,7 @@ async def test_the_arbiters_writer_follows_the_ledger_informer_while_the_webhook
     client = MemoryClusterClient(Store())
     informer = Informer(client, LEDGERS)
     before = list(informer._handlers)  # the informer's handler list itself: what is wired is the point
-    async with running_webhook(
-        config=config,
-        views=views,
-        ssl_context=server_ssl,
-        registry=CollectorRegistry(),
-        client=client,
-        host="127.0.0.1",
-        port=0,
-        ops_port=0,
-        ledgers=informer,
-    ):
+    async with serving(config, views, server_ssl, client, ledgers=informer):
         [added] = [h for h in informer._handlers if h not in before]
         assert getattr(added, "__name__", "") == "observe"
         assert isinstance(getattr(added, "__self__", None), LedgerWriter)
