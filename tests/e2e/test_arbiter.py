@@ -10,6 +10,7 @@ from our ledger.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -22,8 +23,8 @@ from tests.e2e.conftest import WEBHOOK_0, Env, entries_of, gpu_pod, story_nodes
 from tests.e2e.harness import EVENTS_V1, GpuNode, until
 from tests.e2e.volcano import Binder, Device, Version, volcano_client
 from vgpu_guard.kube.aio import AioClusterClient
-from vgpu_guard.kube.errors import KubeError
-from vgpu_guard.kube.resources import PODS
+from vgpu_guard.kube.errors import KubeError, NotFound
+from vgpu_guard.kube.resources import LEDGERS, PODS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -277,3 +278,38 @@ async def test_a_64_pod_gang_bound_at_once_onto_8_nodes_all_binds(
     assert answered == 64
     assert 8 <= writes < 64, "coalesced: fewer writes than bindings, at least one per node"
     assert attempts / answered < 2
+
+
+async def test_a_ledger_deleted_after_the_arbiters_write_is_not_held_against_the_next_binding(
+    env: Env, volcano_mode: AioClusterClient
+) -> None:
+    """A node's machine is replaced: its pods end, its GPULedger is deleted with it, and a machine
+    of the same name takes pods again. The arbiter wrote that ledger; its own copy of the write
+    must not stand in for the deleted ledger, or the card would be refused for a pod long gone for
+    as long as nobody else creates the ledger. A Binding of the whole card answered 503 while the
+    webhook's cache still holds the ledger (its write meets 404: Volcano retries) is fine; a
+    refusal naming the gone pod is the bug. The card is reserved on a new ledger."""
+    old, new = await create_pods(env, ["old", "new"], CARD, "seed-000")
+    binder = Binder(volcano_mode, "1.16")
+    card = [Device("GPU-e2e-a10-0-0", CARD)]
+    await binder.bind(old, "e2e-a10-0", card)
+    await env.api.delete(PODS, "old", namespace=env.ns, grace_period_seconds=0)
+
+    async def released() -> bool:
+        return not [a for a in entries_of(await env.ledger("e2e-a10-0")) if a.namespace == env.ns]
+
+    await until("the controller releases old's entry", released)
+    with contextlib.suppress(NotFound):
+        await env.api.delete(LEDGERS, "e2e-a10-0")
+
+    async def bound() -> bool:
+        try:
+            await binder.bind(new, "e2e-a10-0", card)
+        except KubeError as e:
+            assert e.code == 503, e.message  # a 403 here names the gone pod: its write held the card
+            return False
+        return True
+
+    await until("new's Binding is reserved", bound)
+    ledger = await env.ledger("e2e-a10-0")
+    assert [a.name for a in entries_of(ledger) if a.namespace == env.ns] == ["new"]
