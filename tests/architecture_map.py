@@ -27,7 +27,7 @@ def _summary(path: Path) -> str:
 
 def arrows() -> dict[str, list[str]]:
     """Top-level package -> the top-level packages it imports (directly, anywhere inside)."""
-    graph = grimp.build_graph(PACKAGE)
+    graph = grimp.build_graph(PACKAGE, cache_dir=None)
     top = sorted(m for m in graph.modules if m.count(".") == 1)
     out: dict[str, list[str]] = {}
     for a in top:
