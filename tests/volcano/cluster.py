@@ -7,21 +7,17 @@ arbiter sits in ``simulate``) to see exactly which writes a version makes, and t
 
 from __future__ import annotations
 
-import copy
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
-
-import yaml
 
 from vgpu_guard.apidouble import service_account
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Pending, Store
+from vgpu_guard.cli.packaged_crds import packaged_crd
 from vgpu_guard.kube.errors import Forbidden
 from vgpu_guard.kube.resources import CRDS, NODES, PODGROUPS, PODS
 
@@ -64,13 +60,6 @@ class Recorder:
             raise Forbidden('admission webhook "test" denied the request: no', code=403, reason="Forbidden")
 
 
-@functools.cache
-def _volcano_crd(name: str) -> Any:
-    """Parsed once a process: Python's YAML parser took ~0.3 s of every cluster on the Job CRD."""
-    text = (resources.files("vgpu_guard") / "data" / "crds" / "volcano" / name).read_text("utf-8")
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
 class Cluster:
     """A store with Volcano's CRDs, a recorder in front of it, and clients for the model."""
 
@@ -82,7 +71,7 @@ class Cluster:
             "batch.volcano.sh_jobs.yaml",
             "scheduling.volcano.sh_queues.yaml",
         ):
-            self.store.create(CRDS, copy.deepcopy(_volcano_crd(name)))
+            self.store.create(CRDS, packaged_crd(f"data/crds/volcano/{name}"))
         self.recorder = Recorder()
         self.frontend = Frontend(self.store, admission=self.recorder)
 

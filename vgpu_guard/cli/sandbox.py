@@ -46,7 +46,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from vgpu_guard.certs import ServingSpec, generate_ca, issue_serving_certificate
+from vgpu_guard.cli.packaged_crds import packaged_crds
 from vgpu_guard.cli.sandbox_settings import SandboxSettings, SettingsError, settings_from
 from vgpu_guard.controlplane.launch import free_port
 from vgpu_guard.engine.objects import Obj
@@ -171,18 +172,6 @@ def _add_volcano_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the model's sessions ignore their own placements (Volcano #3616)",
     )
-
-
-# libyaml's parser where PyYAML has it: Python's took 0.3 s of a start on Volcano's Job CRD alone.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _crd_files() -> Iterator[Any]:
-    root = resources.files("vgpu_guard") / "data" / "crds"
-    for sub in (root, root / "volcano"):
-        for entry in sorted(sub.iterdir(), key=lambda e: e.name):
-            if entry.name.endswith(".yaml"):
-                yield yaml.load(entry.read_text("utf-8"), Loader=_YAML_LOADER)
 
 
 def pod_scope(version: Obj) -> tuple[str, str]:
@@ -418,7 +407,7 @@ async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str
         api.store.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         )
-        for crd in _crd_files():
+        for crd in packaged_crds():
             api.store.create(CRDS, crd)
 
         async def confirm() -> None:
@@ -461,7 +450,7 @@ async def _running(plane: ControlPlane) -> AsyncIterator[tuple[_Cluster, str]]:
     try:
         admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
         try:
-            await install(admin, NAMESPACE, list(_crd_files()))
+            await install(admin, NAMESPACE, list(packaged_crds()))
             cluster = _Cluster(
                 plane.kubeconfig,
                 [lambda: keep_nodes_ready(admin, _HEARTBEAT_SECONDS)],

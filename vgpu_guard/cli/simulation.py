@@ -40,15 +40,11 @@ Exceptions::
 from __future__ import annotations
 
 import asyncio
-import copy
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
-import yaml
 from prometheus_client import CollectorRegistry
 
 from vgpu_guard.apidouble.client import MemoryClusterClient
@@ -58,6 +54,7 @@ from vgpu_guard.apidouble.store import Store
 from vgpu_guard.cli.admission_chain import admit
 from vgpu_guard.cli.cluster_source import is_cluster_state
 from vgpu_guard.cli.documents import Document
+from vgpu_guard.cli.packaged_crds import packaged_crd
 from vgpu_guard.cli.scenario import Scenario
 from vgpu_guard.cli.simulated_cluster import SimulatedCluster
 from vgpu_guard.cli.simulation_mode import Mode, simulation_config
@@ -272,15 +269,6 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
-@functools.cache
-def _crd(path: str) -> Obj:
-    """A CRD the simulated cluster serves, parsed once a process (libyaml's parser where PyYAML has
-    it): pure-Python parsing of Volcano's Job CRD alone took 0.3 s of every simulation."""
-    text = resources.files("vgpu_guard").joinpath(path).read_text(encoding="utf-8")
-    parsed: Obj = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    return parsed
-
-
 class _Run:
     """One simulation's mutable state: the store, the clock, and the outcomes gathered so far."""
 
@@ -289,7 +277,7 @@ class _Run:
         self.clock = SimClock()
         self.store = Store(seed=_STORE_SEED, clock=lambda: datetime.fromtimestamp(self.clock(), UTC))
         for path in _CRDS:
-            self.store.create(CRDS, copy.deepcopy(_crd(path)))
+            self.store.create(CRDS, packaged_crd(path))
         self.admitted: list[Admitted] = []
         # Pods Volcano's job controller made, by the index of their Job's entry in ``admitted``.
         self.job_pods: dict[int, list[Admitted]] = {}
