@@ -18,7 +18,13 @@ from vgpu_guard.engine.arbiter import Refused, Reserved, WrittenAssignment, arbi
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger
 from vgpu_guard.engine.pod_request import pod_request
 from vgpu_guard.kube.informer import Informer, InformerEvent
-from vgpu_guard.kube.ledger_writer import Decide, LedgerWriteMetrics, LedgerWriter, WriteFailed
+from vgpu_guard.kube.ledger_writer import (
+    OWN_WRITE_TTL_SECONDS,
+    Decide,
+    LedgerWriteMetrics,
+    LedgerWriter,
+    WriteFailed,
+)
 from vgpu_guard.kube.resources import CRDS, LEDGERS
 
 NVIDIA = default_config().nvidia
@@ -197,4 +203,19 @@ def test_a_delete_older_than_our_write_keeps_it() -> None:
     ledgers.observe(InformerEvent("MODIFIED", {"metadata": {"name": "gpu-0", "resourceVersion": "30"}}))
     assert ledgers.newest(NodeLedger("gpu-0")) is ours  # only a DELETE makes it history
     ledgers.observe(InformerEvent("DELETED", {"metadata": {"name": "gpu-0", "resourceVersion": "21"}}))
+    assert ledgers.newest(NodeLedger("gpu-0")) == NodeLedger("gpu-0")
+
+
+def test_our_write_stands_in_for_the_cache_for_a_while_only() -> None:
+    """A DELETE the informer reports at the gone object's last cached version (its relist after a
+    410) is older than our write and forgets nothing: the write stops standing in for the cache
+    after OWN_WRITE_TTL_SECONDS anyway (a cache that is really still behind costs a 409 then)."""
+    now = [0.0]
+    ledgers = LedgerWriter(api(), memory_factor=1, writer="arbiter", clock=lambda: now[0])
+    ours = NodeLedger("gpu-0", resource_version="20")
+    ledgers._remember(ours)
+    ledgers.observe(InformerEvent("DELETED", {"metadata": {"name": "gpu-0", "resourceVersion": "12"}}))
+    now[0] = OWN_WRITE_TTL_SECONDS
+    assert ledgers.newest(NodeLedger("gpu-0")) is ours
+    now[0] = OWN_WRITE_TTL_SECONDS + 0.5
     assert ledgers.newest(NodeLedger("gpu-0")) == NodeLedger("gpu-0")

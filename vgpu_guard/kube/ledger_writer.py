@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -35,7 +36,7 @@ from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.informer import InformerEvent
 from vgpu_guard.kube.resources import LEDGERS
 
-__all__ = ["Decide", "LedgerWriteMetrics", "LedgerWriter", "WriteFailed"]
+__all__ = ["OWN_WRITE_TTL_SECONDS", "Decide", "LedgerWriteMetrics", "LedgerWriter", "WriteFailed"]
 
 log = logging.getLogger("vgpu_guard.ledger")
 
@@ -45,6 +46,11 @@ Decide = Callable[[NodeLedger], Reserved | Refused]
 # Conflicts one batch may meet before its requests are answered with an error: each conflict is a
 # write by someone else that succeeded, so this bounds a storm, not ordinary contention.
 MAX_ATTEMPTS = 8
+# How long this writer's own write of a ledger may stand in for the cache's older copy (the echo of
+# a write comes within seconds). Past it, the cache is trusted again, so a DELETE the informer
+# never delivered as such (a relist after 410 reports the gone object at its last cached version)
+# cannot pin a write for good; a cache still behind then only costs a 409 and a fresh read.
+OWN_WRITE_TTL_SECONDS = 30.0
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 _ATTEMPT_BUCKETS = (1, 2, 3, 4, 6, 8)
 
@@ -122,12 +128,18 @@ class _Node:
     task: asyncio.Task[None] | None = None
 
 
-def _rv_number(ledger: NodeLedger) -> int:
-    """A ledger's resourceVersion as a number (-1 when it does not exist or is not numeric)."""
+def _version(text: object) -> int:
+    """A resourceVersion as a number (-1 when absent or not numeric): kube-apiserver's are etcd
+    revisions, and only ours are compared here."""
     try:
-        return int(ledger.resource_version or -1)
+        return int(str(text)) if text else -1
     except ValueError:
         return -1
+
+
+def _rv_number(ledger: NodeLedger) -> int:
+    """A ledger's resourceVersion as a number (-1 when it does not exist or is not numeric)."""
+    return _version(ledger.resource_version)
 
 
 class LedgerWriter:
@@ -141,6 +153,7 @@ class LedgerWriter:
         writer: str,
         metrics: LedgerWriteMetrics | None = None,
         on_written: Callable[[Obj], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.memory_factor = memory_factor
@@ -151,7 +164,8 @@ class LedgerWriter:
         self.on_written = on_written
         self._nodes: dict[str, _Node] = {}
         # The newest ledger this writer wrote per node: a watch cache may not have it yet.
-        self._latest: dict[str, NodeLedger] = {}
+        self._latest: dict[str, tuple[NodeLedger, float]] = {}  # with when it was written
+        self._clock = clock
 
     # --- one write -----------------------------------------------------------------------------
 
@@ -192,31 +206,38 @@ class LedgerWriter:
             self.metrics.writes.labels(self.writer, result).inc()
 
     def _remember(self, ledger: NodeLedger) -> None:
-        known = self._latest.get(ledger.node)
+        known = self._own(ledger.node)
         if known is None or _rv_number(ledger) >= _rv_number(known):
-            self._latest[ledger.node] = ledger
+            self._latest[ledger.node] = (ledger, self._clock())
+
+    def _own(self, node: str) -> NodeLedger | None:
+        """This writer's last write of ``node``'s ledger while it may stand in for the cache."""
+        remembered = self._latest.get(node)
+        if remembered is None:
+            return None
+        ledger, at = remembered
+        if self._clock() - at > OWN_WRITE_TTL_SECONDS:
+            del self._latest[node]
+            return None
+        return ledger
 
     def observe(self, event: InformerEvent) -> None:
         """A ledger informer's event (the caller registers this as a handler of the ledger cache it
         decides on). A DELETE at or after this writer's own write of that ledger makes the write
         history: without this, ``newest`` would keep answering with it over the cache's "no
         ledger", so a node re-created under the same name (a replaced machine, an autoscaled
-        fleet) would have its GPUs refused for holders long gone, until someone else created the
-        ledger. A DELETE older than our write (an earlier ledger's, arriving late) changes nothing."""
+        fleet) would have its GPUs refused for holders long gone. A DELETE older than our write
+        (an earlier ledger's, arriving late) changes nothing."""
         metadata = event.object.get("metadata")
         if event.type != "DELETED" or not isinstance(metadata, Mapping):
             return
-        own = self._latest.get(str(metadata.get("name")))
-        try:
-            deleted_at = int(metadata.get("resourceVersion") or -1)
-        except (TypeError, ValueError):
-            deleted_at = -1
-        if own is not None and deleted_at >= _rv_number(own):
+        own = self._own(str(metadata.get("name")))
+        if own is not None and _version(metadata.get("resourceVersion")) >= _rv_number(own):
             del self._latest[own.node]
 
     def newest(self, cached: NodeLedger) -> NodeLedger:
         """``cached`` or this writer's own later write of the same ledger, whichever is newer."""
-        own = self._latest.get(cached.node)
+        own = self._own(cached.node)
         return own if own is not None and _rv_number(own) > _rv_number(cached) else cached
 
     async def refresh(self, node: str) -> None:
