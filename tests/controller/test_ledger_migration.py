@@ -134,7 +134,13 @@ async def test_a_cluster_whose_crd_was_not_upgraded_refuses_the_new_encoding_and
     assert {o["metadata"]["name"]: o for o in cluster.store.list(LEDGERS).items} == before
     [event, *_] = [e for e in cluster.events("LedgerWriteFailed") if e["involvedObject"]["name"] == "gpu-a"]
     assert "spec.allocations[0] in body must be of type object" in event["message"], event
-    assert "is older than this vgpu-guard" in event["message"], event
+    assert event["message"].endswith(
+        "; the CRD gpuledgers.vgpu-guard.io in the cluster is older than this vgpu-guard (its ledger "
+        "entries are one line of text each): apply this release's CRD (the chart's templates/crds.yaml, "
+        "or manifests/crds/ where CRDs are managed apart from the chart); no new vGPU pod is placed on "
+        "this node until a write succeeds (retried with backoff), and every other node places and binds "
+        "as before"
+    ), event
     assert "volcano.sh/node-vgpu-register" not in event["message"], event  # not the node's values
 
 

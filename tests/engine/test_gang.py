@@ -321,8 +321,13 @@ def test_a_group_name_no_podgroup_can_have_is_denied_saying_so(group: str) -> No
     assert not result.decision.allowed
     assert result.persist == ()
     assert result.decision.rules == ("ib-cluster",)
-    assert f"scheduling.k8s.io/group-name {group!r} is not a valid PodGroup name" in result.decision.message
-    assert "lowercase RFC 1123 subdomain" in result.decision.message
+    assert result.decision.message == (
+        f"[ib-cluster] metadata.annotations[scheduling.k8s.io/group-name]: scheduling.k8s.io/group-name "
+        f"{group!r} is not a valid PodGroup name (a lowercase RFC 1123 subdomain: lower case alphanumeric "
+        "characters, '-' or '.', starting and ending with an alphanumeric character, at most 253 "
+        f"characters): no PodGroup can be named so, and the IB cluster of gang ml/{group} cannot be "
+        "recorded under it; set the annotation to the name of the pod's PodGroup"
+    )
 
 
 @pytest.mark.parametrize("group", ["a", "job-1", "team.job-1", "x" * 253])
