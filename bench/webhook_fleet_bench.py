@@ -218,7 +218,7 @@ def bind_pod(k: int) -> Obj:
 
 
 async def _cluster(conn: Any, n: int, directory: str, binds: int) -> None:
-    from vgpu_guard.apidouble.http.server import serve_double
+    from tests.apidouble_support.http.server import serve_double
     from vgpu_guard.kube.resources import LEDGERS, NAMESPACES, NODES, PODS
 
     async with serve_double(Path(directory)) as api:

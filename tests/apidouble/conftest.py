@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 

@@ -21,9 +21,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.apidouble_support.http._tls import make_serving_tls
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from tests.apidouble_support.tokens import ssl_context
-from vgpu_guard.apidouble.http._tls import make_serving_tls
-from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Forbidden, Invalid, KubeError, Unavailable

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.admission import AdmissionChain
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from tests.apidouble_support.rbac import ROLE_BINDINGS, ROLES, RBACAuthorizer
 from tests.apidouble_support.tokens import kubeconfig_for
 from tests.contract.raw import RawClient
-from vgpu_guard.apidouble.admission import AdmissionChain
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient

@@ -1,10 +1,9 @@
-"""``simulate`` and the in-process double load none of the double's HTTPS side (issue 37 item 6).
+"""What a ``simulate`` process loads of the double: its in-process side, nothing of the tests.
 
-The HTTP server (``vgpu_guard.apidouble.http``, JSON only since its kubectl/Helm fidelity went) is
-a sixth of the double; only the sandbox and the tests need it. import-linter's ``double-core-below-http``
-contract forbids the imports; these tests check what a fresh process really loads, which also
-catches an eager ``vgpu_guard/apidouble/__init__.py`` (a package's ``__init__`` runs before any of
-its submodules, and the contract cannot see that).
+The double's HTTPS side and its webhook calls live under tests/apidouble_support/ (issue 45): the
+product never imports them (import-linter's ``product-below-tests`` contract). These tests check what
+a fresh process really loads, which also catches an eager ``vgpu_guard/apidouble/__init__.py`` (a
+package's ``__init__`` runs before any of its submodules, and the contract cannot see that).
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ import sys
 
 import pytest
 
-HTTP = "vgpu_guard.apidouble.http"
+TESTS = "tests"
 
 _REPORT = """
 import json, sys
 {body}
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("vgpu_guard.apidouble"))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("vgpu_guard.apidouble", "tests")))))
 """
 
 _SIMULATE = """
@@ -50,22 +49,17 @@ def _loaded(body: str) -> list[str]:
     return loaded
 
 
-def test_simulate_does_not_load_the_http_side() -> None:
+def test_simulate_loads_nothing_of_the_tests() -> None:
     loaded = _loaded(_SIMULATE)
     assert "vgpu_guard.apidouble.store" in loaded  # it did run against the double
-    assert [m for m in loaded if m.startswith(HTTP)] == []
+    assert [m for m in loaded if m.split(".")[0] == TESTS] == []
 
 
-@pytest.mark.parametrize("module", ["store", "client", "frontend", "admission", "identity"])
-def test_the_in_process_double_does_not_load_the_http_side(module: str) -> None:
+@pytest.mark.parametrize("module", ["store", "client", "frontend", "identity"])
+def test_a_module_of_the_double_loads_only_its_own_imports(module: str) -> None:
     loaded = _loaded(f"import vgpu_guard.apidouble.{module}")
-    assert [m for m in loaded if m.startswith(HTTP)] == []
-
-
-def test_the_package_names_still_reach_the_server_when_asked() -> None:
-    """``from vgpu_guard.apidouble import serve_double`` (tests, the e2e harness) imports it then."""
-    loaded = _loaded("from vgpu_guard.apidouble import serve_double, Store")
-    assert f"{HTTP}.server" in loaded
+    assert [m for m in loaded if m.split(".")[0] == TESTS] == []
+    assert "vgpu_guard.apidouble.client" not in loaded or module == "client"  # the package loads no name
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

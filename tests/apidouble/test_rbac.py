@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.http.server import serve_double
 from tests.apidouble_support.rbac import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -21,7 +22,6 @@ from tests.apidouble_support.rbac import (
 from tests.apidouble_support.tokens import kubeconfig_for
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient

@@ -16,8 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.apidouble_support.http.server import RunningDouble
 from tests.apidouble_support.tokens import ssl_context
-from vgpu_guard.apidouble import RunningDouble
 from vgpu_guard.kube.resources import CRDS, PODS
 
 from .objects import pod, widget, widget_crd
@@ -154,8 +154,7 @@ async def test_impersonation_is_refused_not_ignored(double: RunningDouble) -> No
     obj = json.dumps(pod("p"))
     code, _, body = await call(double, "POST", "/api/v1/namespaces/default/pods", data=obj, headers=headers)
     message = (
-        "the API double does not serve impersonation (Impersonate-User): kubectl --as needs the real "
-        "backend (vgpu-guard sandbox --build)"
+        "the API double does not serve impersonation (Impersonate-User): kubectl --as needs a real API server"
     )
     assert (code, body) == (403, status(403, "Forbidden", message))
     assert double.store.list(PODS, namespace="default").items == []

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 import yaml
 
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from tests.apidouble_support.tokens import kubeconfig_for, ssl_context
-from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.resources import CRDS, PODS

@@ -1,7 +1,7 @@
 """``FaultPlan``: the API misbehaving on purpose, for "faults of the API" tests.
 
 Test code: plugged into the double's in-process client through its ``Faults`` hook
-(``MemoryClusterClient(store, faults=plan)``); ``simulate`` and the sandbox inject none. A rule
+(``MemoryClusterClient(store, faults=plan)``); ``simulate`` injects none. A rule
 names the verb and resource it hits, how many times, and what happens:
 
     plan = FaultPlan()

@@ -1,6 +1,6 @@
 """RBAC authorization against the Roles, ClusterRoles and bindings stored in the double.
 
-Test code: the double serves without authorization (the sandbox, ``simulate``); tests that need
+Test code: the double serves without authorization (``simulate``); tests that need
 the double to refuse what an identity may not do plug this ``Authorizer`` in
 (``serve_double(authorizer=RBACAuthorizer)``, ``Frontend(store, authorizer=RBACAuthorizer(store))``):
 the e2e ``double`` backend runs our processes under the chart's ServiceAccounts, tests/cli runs the
@@ -31,8 +31,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tests.apidouble_support.http.server import PUBLIC_PATHS
 from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble.http.server import PUBLIC_PATHS
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.engine.objects import Obj

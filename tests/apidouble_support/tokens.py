@@ -1,6 +1,6 @@
 """Identities for a served double: a bearer token, a kubeconfig or a client TLS context per user.
 
-Test code: the sandbox serves the admin's kubeconfig only (``RunningDouble.kubeconfig``); tests
+Test code: a served double hands out the admin's kubeconfig only (``RunningDouble.kubeconfig``); tests
 act as other users (the chart's ServiceAccounts, a tenant) to exercise RBAC and what our webhook
 decides from ``userInfo``, and send raw requests that must trust the double's CA.
 """
@@ -11,7 +11,7 @@ import secrets
 import ssl
 from pathlib import Path
 
-from vgpu_guard.apidouble.http.server import RunningDouble, write_kubeconfig
+from tests.apidouble_support.http.server import RunningDouble, write_kubeconfig
 from vgpu_guard.apidouble.identity import UserInfo
 
 __all__ = ["kubeconfig_for", "ssl_context", "token_for"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vgpu_guard.apidouble.http.server import serve_double
+from tests.apidouble_support.http.server import serve_double
 from vgpu_guard.certs import CertificateManager, CertificateManagerConfig, ReloadableSSLContext, ServingSpec
 from vgpu_guard.configfile import load_config
 from vgpu_guard.kube.aio import AioClusterClient

@@ -15,10 +15,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     deselect_real_cluster_items(config, items, lambda item: item.name in REAL_CLUSTER_TESTS)
 
 
-# The sandbox test starts the real control plane itself (cached binaries, built under CI=true).
+# The sandbox tests start the real control plane themselves (cached binaries, built under CI=true).
 REAL_CLUSTER_TESTS = {
     "test_kubeconfig_of_a_real_api_server",
     "test_the_real_control_plane_with_config_and_volcano_model",
+    "test_a_config_that_routes_with_the_official_client_and_ctrl_c",
 }
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from tests.apidouble_support.http.server import serve_double
 from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.apidouble_support.tokens import kubeconfig_for
 from tests.manifests.chart import render_objects
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.kube.resources import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS, Resource

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.apidouble_support.http.server import serve_double
 from tests.real_cluster import real_cluster
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.cli.app import run
 from vgpu_guard.kube.aio import AioClusterClient

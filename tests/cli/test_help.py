@@ -136,7 +136,7 @@ positional arguments:
     simulate  run admission, a Volcano model and the controller on a scenario, in memory
     serve     run the webhook and/or the controller against a cluster
     certs     certificate tools for the webhook's TLS
-    sandbox   a local cluster for kubectl: the real control plane when built, else the API double
+    sandbox   a local cluster for kubectl: the real control plane, Kubernetes 1.20.2
     status    one screen on the fleet's GPUs: memory, cores, pods, MIG, pending pods, queues
     cleanup   delete the release's webhook configurations (the chart's pre-delete hook)
     label-ns  label namespaces with their name as 1.21+ does (the chart's hook on 1.20)

@@ -1,6 +1,5 @@
 """The install a newcomer runs: the README's first command installs the runtime only, and
-``review`` and ``simulate`` run on it. The extras: ``sandbox`` (what ``sandbox --with-guard`` needs
-at run time) and ``test`` (everything scripts/check runs, the sandbox's included)."""
+``review`` and ``simulate`` run on it. One extra: ``test`` (everything scripts/check runs)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FIRST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/vgpu-guard simulate"
-# Import names of the test extra's packages (and the sandbox's), none of which the runtime may need.
+# Import names of the test extra's packages, none of which the runtime may need.
 NOT_RUNTIME = (
     "_pytest",
     "pytest",
@@ -25,6 +24,7 @@ NOT_RUNTIME = (
     "importlinter",
     "mypy",
     "celpy",
+    "jsonpatch",
 )
 # Runs the CLI with every NOT_RUNTIME package unimportable, as in a runtime-only virtualenv.
 _BLOCKED_RUN = """
@@ -60,11 +60,10 @@ def test_dependencies_are_split_by_use() -> None:
     project = PYPROJECT["project"]
     runtime = {_distribution(r) for r in project["dependencies"]}
     extras = project["optional-dependencies"]
-    assert {_distribution(r) for r in extras["sandbox"]} == {"cel-python"}
-    test = [_distribution(r) for r in extras["test"]]
-    assert "vgpu-guard" in test and "vgpu-guard[sandbox]" in [r.lower() for r in extras["test"]]
+    assert set(extras) == {"test"}  # the sandbox needs nothing beyond the runtime
+    test = {_distribution(r) for r in extras["test"]}
+    assert {"cel-python", "helm-python-sdk", "pytest"} <= test
     assert not runtime & {"cel-python", "helm-python-sdk", "pytest", "hypothesis", "trustme", "mypy", "ruff"}
-    # scripts/check (CI) installs the test extra, so the suite has the sandbox's dependencies too.
     assert "pip install -q -e '.[test]'" in (ROOT / "scripts" / "check").read_text(encoding="utf-8")
 
 

@@ -7,19 +7,13 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
-from typing import cast
 
 import pytest
-import yaml
-from kubernetes import client, config
-from kubernetes.client import V1ObjectMeta, V1ValidatingWebhook
 
 BIN = Path(sys.executable).with_name("vgpu-guard")
 NODE = {
@@ -78,94 +72,13 @@ def _refuses(url: str) -> bool:
         return True
 
 
-def test_sandbox_with_guard_serves_the_official_client_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    pytest.importorskip("celpy")
-    kubeconfig, log = tmp_path / "kubeconfig", tmp_path / "sandbox.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [str(BIN), "sandbox", "--kubeconfig", str(kubeconfig), "--with-guard", "--backend", "double"],
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        banner = _wait_for_line(log, process, "ready; Ctrl-C stops everything")
-        assert "in memory: everything is lost when it stops" in banner
-        assert (
-            "\nscope:      matchConditions (Kubernetes 1.33): only vGPU pods reach the pod webhooks\n"
-            in banner
-        )
-        webhook_match = re.search(r"webhook: +(https://[^,\s]+), metrics (http://\S+/metrics)", banner)
-        assert webhook_match, banner
-        webhook = webhook_match.group(1)
-        assert re.search(r"controller: leader-elected, .*, metrics http://\S+/metrics", banner), banner
-        with urllib.request.urlopen(webhook_match.group(2), timeout=10) as response:
-            assert b"vgpu_guard_admission_requests_total" in response.read()
-
-        api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]  # unannotated in kubernetes
-        try:
-            core = client.CoreV1Api(api)
-            crds = client.ApiextensionsV1Api(api).list_custom_resource_definition()
-            # The client's models make every field optional; a server's answers carry these.
-            names = {cast(V1ObjectMeta, c.metadata).name for c in crds.items}
-            assert {
-                "gpuledgers.vgpu-guard.io",
-                "queues.scheduling.volcano.sh",
-                "podgroups.scheduling.volcano.sh",
-            } <= names
-            hooks = client.AdmissionregistrationV1Api(api).list_validating_webhook_configuration()
-            urls = {
-                h.client_config.url for c in hooks.items for h in cast(list[V1ValidatingWebhook], c.webhooks)
-            }
-            assert f"{webhook}/validate/pods" in urls
-
-            # kubernetes annotates the bodies as models only; its validate_call takes a dict as the model.
-            core.create_node(NODE)  # type: ignore[arg-type]  # a dict body (see above)
-            created = core.create_namespaced_pod("default", _pod("slice", "3000"))  # type: ignore[arg-type]  # a dict body
-            assert created.spec is not None and created.metadata is not None
-            assert created.metadata.annotations is not None
-            assert created.spec.scheduler_name == "vgpu-guard"  # routed to our controller
-            assert created.metadata.annotations["volcano.sh/vgpu-mode"] == "hami-core"
-            deadline = time.monotonic() + 30
-            pod = core.read_namespaced_pod("slice", "default")
-            assert pod.spec is not None
-            while pod.spec.node_name is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-                pod = core.read_namespaced_pod("slice", "default")
-                assert pod.spec is not None
-            assert pod.spec is not None  # (mypy does not carry the loop's narrowing past it)
-            assert pod.spec.node_name == "t4-0"
-            assert pod.metadata is not None and pod.metadata.annotations is not None
-            assert pod.metadata.annotations["volcano.sh/vgpu-ids-new"] == "GPU-t4-0-0,NVIDIA,3000,0:"
-
-            with pytest.raises(client.ApiException) as denied:
-                core.create_namespaced_pod("default", _pod("typo", "12Gi"))  # type: ignore[arg-type]  # a dict body
-            assert denied.value.status == 403
-            assert denied.value.body is not None
-            assert (
-                'admission webhook \\"pods.vgpu.vgpu-guard.io\\" denied the request: [vgpu-memory-unit]'
-                in denied.value.body
-            )
-        finally:
-            api.close()
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=30)
-    out = log.read_text()
-    assert code == 0, out
-    assert out.rstrip().endswith("stopped"), out
-    assert _refuses(webhook), "the webhook child outlived the sandbox"
-    _assert_logs_kept(banner, out)
-
-
 def _assert_logs_kept(banner: str, out: str) -> None:
     """The children's logs outlive the sandbox, in the directory it names at start and at exit."""
     started = re.search(r"^logs: +(\S+) \(kept when the sandbox stops\)$", banner, flags=re.MULTILINE)
     assert started, banner
     logs = Path(started.group(1))
     try:
-        kept = rf"^logs kept: +{re.escape(str(logs))}: controller.log, webhook.log$"
+        kept = rf"^logs kept: +{re.escape(str(logs))}: control-plane/, controller.log, webhook.log$"
         assert re.search(kept, out, flags=re.MULTILINE), out
         assert '"msg": "serving"' in (logs / "webhook.log").read_text()
         assert "leading: holds Lease" in (logs / "controller.log").read_text()
@@ -173,24 +86,35 @@ def _assert_logs_kept(banner: str, out: str) -> None:
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def test_sandbox_says_in_its_first_line_that_it_fell_back_to_the_double(
-    monkeypatch: pytest.MonkeyPatch,
+def _args(tmp_path: Path, **given: object) -> argparse.Namespace:
+    values: dict[str, object] = {
+        "build": False,
+        "kubeconfig": str(tmp_path / "kc"),
+        "with_guard": False,
+        "config": None,
+        "volcano_model": False,
+        "volcano_version": "1.16",
+        "volcano_stale_cache": False,
+    }
+    return argparse.Namespace(**{**values, **given})
+
+
+def test_without_a_control_plane_the_sandbox_says_why_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """No cached control plane and no --build: the double, and the first line says why."""
+    """No cached control plane and no --build: one line saying why and what runs without one."""
     import vgpu_guard.controlplane
     import vgpu_guard.controlplane.build
     from vgpu_guard.cli import sandbox
 
     monkeypatch.setattr(vgpu_guard.controlplane, "cached_binaries", lambda: None)
     monkeypatch.setattr(vgpu_guard.controlplane.build, "unavailable_reason", lambda: "needs root")
-    args = argparse.Namespace(backend="auto", build=False)
-    assert sandbox._choose(args) == (
-        None,
-        "backend: API double (in memory; no real control plane: needs root)",
+    assert sandbox.run(_args(tmp_path)) == 2
+    assert capsys.readouterr() == (
+        "",
+        "error: no control plane to run: needs root; `vgpu-guard simulate` runs vgpu-guard without one\n",
     )
-    args = argparse.Namespace(backend="real", build=False)
-    with pytest.raises(RuntimeError, match=r"^--backend real: needs root$"):
-        sandbox._choose(args)
+    assert not (tmp_path / "kc").exists()
 
 
 def _no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,22 +138,17 @@ def test_build_flag_builds_the_real_control_plane(monkeypatch: pytest.MonkeyPatc
 
     _no_cache(monkeypatch)
     monkeypatch.setattr(vgpu_guard.controlplane, "ensure_built", ensure_built)
-    args = argparse.Namespace(backend="auto", build=True)
-    assert sandbox._choose(args) == (
-        built,
-        "backend: real control plane, Kubernetes 1.20.2 "
-        "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)",
-    )
+    assert sandbox._binaries(_args(tmp_path, build=True)) is built
     assert len(calls) == 1
-    assert sandbox._choose(argparse.Namespace(backend="auto", build=False))[0] is None
+    with pytest.raises(RuntimeError, match=r"^no control plane to run: "):
+        sandbox._binaries(_args(tmp_path))
     assert len(calls) == 1, "without --build nothing is built"
 
 
-@pytest.mark.parametrize("backend", ["auto", "real"])
 def test_failed_build_prints_one_line_and_exits_2(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, backend: str
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A build the user asked for that fails is an error on any backend: one line, exit 2."""
+    """A build the user asked for that fails is an error: one line, exit 2."""
     import vgpu_guard.controlplane
     from vgpu_guard.cli import sandbox
     from vgpu_guard.controlplane import BuildError
@@ -239,23 +158,12 @@ def test_failed_build_prints_one_line_and_exits_2(
 
     _no_cache(monkeypatch)
     monkeypatch.setattr(vgpu_guard.controlplane, "ensure_built", ensure_built)
-    args = argparse.Namespace(
-        backend=backend,
-        build=True,
-        kubeconfig=str(tmp_path / "kc"),
-        port=0,
-        with_guard=False,
-        config=None,
-        volcano_model=False,
-        volcano_version="1.16",
-        volcano_stale_cache=False,
-    )
-    assert sandbox.run(args) == 2
+    assert sandbox.run(_args(tmp_path, build=True)) == 2
     out, err = capsys.readouterr()
     assert (out, err) == (
         "",
         "error: --build failed: make failed (exit 2); last output of /cache/.build-1/build.log; "
-        "--backend double runs the API double\n",
+        "`vgpu-guard simulate` runs vgpu-guard without one\n",
     )
     assert not (tmp_path / "kc").exists()
 
@@ -266,7 +174,7 @@ def test_failed_build_prints_one_line_and_exits_2(
         ("v1.20.2", "allNamespaces", "1.20"),
         ("v1.27.9-gke.1", "allNamespaces", "1.27"),
         ("v1.28.0", "matchConditions", "1.28"),
-        ("v1.33.0+vgpu-guard-double", "matchConditions", "1.33"),
+        ("v1.33.0", "matchConditions", "1.33"),
         ("", "namespaceOptIn", "unknown"),
     ],
 )
@@ -343,58 +251,15 @@ def test_scope_lines_say_which_pods_reach_the_webhook() -> None:
     ]
 
 
-async def test_the_doubles_kubectl_line_is_what_kubectl_does(tmp_path: Path) -> None:
-    """Each claim of the ``kubectl:`` line the sandbox prints on the double, run with the real
-    kubectl against the API double: what it says works exits 0, what it says needs the real
-    backend exits 1 with the double's refusal."""
-    from tests.e2e.clients import Kubectl
-    from vgpu_guard.apidouble import serve_double
-    from vgpu_guard.cli.sandbox_settings import DOUBLE_KUBECTL
+def test_the_readme_shows_the_lines_the_sandbox_prints() -> None:
+    """The README's example of the sandbox's first lines is what ``banner`` prints for its command."""
+    from vgpu_guard.cli.sandbox_settings import settings_from
 
-    assert DOUBLE_KUBECTL.startswith(
-        "kubectl:    get (NAME and AGE columns only), describe, wait, label, annotate"
+    settings = settings_from(None, volcano_model=True, volcano_version="1.16", stale_cache=False)
+    lines = settings.banner(with_guard=True)
+    assert lines[0].startswith("runs:       kube-apiserver, kube-controller-manager, kube-scheduler, etcd; ")
+    assert lines[-1].startswith(
+        "mode:       volcano (scheduling.routing off: the default with --volcano-model"
     )
-    pod = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                          "spec": {"containers": [{"name": "c", "image": "busybox"}]}})  # fmt: skip
-    config_map = yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
-    changed_map = yaml.safe_dump(
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
-    )
-    async with serve_double(tmp_path) as api:
-        kubectl = Kubectl(api.kubeconfig, tmp_path / "cache")
-        works = [
-            await kubectl("create", "-f", "-", "--validate=false", stdin=pod),
-            await kubectl("apply", "-n", "default", "-f", "-", "--validate=false", stdin=config_map),
-            got := await kubectl("get", "pods", "-n", "default"),
-            await kubectl("describe", "pod", "p", "-n", "default"),
-            await kubectl("label", "pod", "p", "-n", "default", "tier=gpu"),
-            await kubectl("annotate", "pod", "p", "-n", "default", "note=x"),
-            await kubectl("wait", "pod/p", "-n", "default", "--for=jsonpath={.metadata.labels.tier}=gpu"),
-            await kubectl("delete", "pod", "p", "-n", "default", "--wait=false"),
-        ]
-        refused = {
-            "UnsupportedMediaType": await kubectl(
-                "apply", "-n", "default", "-f", "-", "--validate=false", stdin=changed_map
-            ),
-            "failed to download openapi": await kubectl(
-                "apply", "-n", "default", "-f", "-", stdin=config_map
-            ),
-            "the server could not find the requested resource": await kubectl("explain", "pods"),
-            "unknown format": await kubectl("create", "namespace", "x"),
-            "does not serve impersonation": await kubectl("get", "pods", "--as", "bob"),
-        }
-    assert [run.code for run in works] == [0] * len(works), [run.transcript() for run in works]
-    assert got.stdout.split("\n")[0].split() == ["NAME", "AGE"], got.transcript()
-    for words, run in refused.items():
-        assert run.code == 1 and words in run.stderr, (words, run.transcript())
-
-
-def test_only_the_double_prints_the_kubectl_line() -> None:
-    from vgpu_guard.cli.sandbox_settings import DOUBLE_KUBECTL, settings_from
-
-    settings = settings_from(None, volcano_model=False, volcano_version="1.16", stale_cache=False)
-    double = settings.banner(real=False, with_guard=True)
-    assert double[-1] == DOUBLE_KUBECTL and double[-2].startswith("mode:       routing")
-    assert DOUBLE_KUBECTL not in settings.banner(real=True, with_guard=True)
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert f"\n{DOUBLE_KUBECTL}\n" in readme  # the README's example of the double's lines
+    assert "\n".join(lines) in readme

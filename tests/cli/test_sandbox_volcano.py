@@ -1,19 +1,23 @@
-"""``vgpu-guard sandbox --with-guard --config FILE --volcano-model`` on both backends, as a user runs it.
+"""``vgpu-guard sandbox --with-guard --config FILE --volcano-model`` as a user runs it, on the real
+control plane (1.20.2; the sandbox has no other).
 
 The sandbox's first lines say what runs and what does not; the children read the user's file (a
 rule set to warn shows it); Volcano's model makes a Volcano Job's PodGroup ``<job>-<uid>`` and
-then its pods, and binds vGPU pods the way Volcano does, through whatever the mode registers: on
-the real control plane (1.20: the opt-in scope, one fail-open allocation entry that arbitrates)
-the arbiter refuses the stale session's third 12 GiB assignment to a 24 GiB card; on the double,
-``scheduling.routing: true`` in the file routes the Job's pods to vgpu-guard's controller.
+then its pods, and binds vGPU pods the way Volcano does, through whatever the mode registers: in
+volcano mode (1.20: the all-namespaces scope, one fail-open allocation entry that arbitrates) the
+arbiter refuses the stale session's third 12 GiB assignment to a 24 GiB card; with
+``scheduling.routing: true`` in the file the pods, the Job's included, are routed to vgpu-guard's
+controller; the official client works on the kubeconfig, and Ctrl-C stops everything.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +27,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.builders import gpu_node
-from tests.cli.test_sandbox import BIN, _wait_for_line
+from tests.cli.test_sandbox import BIN, _assert_logs_kept, _refuses, _wait_for_line
 from vgpu_guard.cli.sandbox_settings import settings_from
 
 Obj = dict[str, Any]
@@ -132,13 +136,13 @@ def test_the_real_control_plane_with_config_and_volcano_model(tmp_path: Path) ->
     mode: a Job gets PodGroup <job>-<uid> then its pod, bound; from a stale session three 12 GiB
     pods go to one 24 GiB card, the arbiter refuses the third, which stays Pending."""
     rules = "admission:\n  rules:\n    vgpu-memory-unit: warn\n"
-    with _sandbox(tmp_path, "--backend", "real", "--volcano-stale-cache", config_text=rules) as (
+    with _sandbox(tmp_path, "--volcano-stale-cache", config_text=rules) as (
         banner,
         log,
         api,
     ):
         lines = banner.splitlines()
-        assert lines[0].startswith("backend: real control plane, Kubernetes 1.20.2")
+        assert lines[0].startswith("cluster:    real control plane, Kubernetes 1.20.2")
         assert lines[1].startswith(
             "runs:       kube-apiserver, kube-controller-manager, kube-scheduler, etcd; "
         )
@@ -187,27 +191,49 @@ def test_the_real_control_plane_with_config_and_volcano_model(tmp_path: Path) ->
     )
 
 
-def test_the_double_with_a_config_that_routes(tmp_path: Path) -> None:
-    """The file's scheduling.routing: true wins over --volcano-model's default: the Job's pods made
-    by Volcano's job controller are routed to, and bound by, vgpu-guard's controller."""
-    pytest.importorskip("celpy")
+def test_a_config_that_routes_with_the_official_client_and_ctrl_c(tmp_path: Path) -> None:
+    """The file's scheduling.routing: true wins over --volcano-model's default: a vGPU pod and the
+    Job's pods made by Volcano's job controller are routed to, and bound by, vgpu-guard's
+    controller; a typo is denied with the rule's text; the webhook serves metrics; after Ctrl-C no
+    child is left and the logs are kept."""
     routing = "scheduling:\n  routing: true\n"
-    with _sandbox(tmp_path, "--backend", "double", config_text=routing) as (banner, _log, api):
+    with _sandbox(tmp_path, config_text=routing) as (banner, _log, api):
         lines = banner.splitlines()
-        assert lines[1].startswith("runs:       the API double; vgpu-guard's webhook and controller")
-        assert "kube-scheduler and workload controllers (a Deployment makes no pods)" in lines[2]
+        assert lines[0].startswith("cluster:    real control plane, Kubernetes 1.20.2")
         assert lines[3] == (
             "mode:       routing (scheduling.routing on, from --config): vgpu-guard's controller places vGPU pods"
         )
+        webhook_match = re.search(r"webhook: +(https://[^,\s]+), metrics (http://\S+/metrics)", banner)
+        assert webhook_match, banner
+        webhook = webhook_match.group(1)
+        with urllib.request.urlopen(webhook_match.group(2), timeout=10) as response:
+            assert b"vgpu_guard_admission_requests_total" in response.read()
+        hooks = client.AdmissionregistrationV1Api(api).list_validating_webhook_configuration()
+        urls = {h.client_config.url for c in hooks.items for h in c.webhooks or []}
+        assert f"{webhook}/validate/pods" in urls
+
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         core.create_node(_node("sbx-0"))  # type: ignore[arg-type]  # a dict body
+        created = core.create_namespaced_pod("default", _pod("slice", "3000", "sbx-0"))  # type: ignore[arg-type]  # a dict body
+        assert created.spec is not None and created.spec.scheduler_name == "vgpu-guard"
+        assert _until("the routed pod bound", lambda: _node_of(api, "slice") == "sbx-0")
+        ids = _pods(api)["slice"]["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"]
+        assert ids.startswith("GPU-sbx-0-0,NVIDIA,3000,"), ids
+        with pytest.raises(client.ApiException) as denied:
+            core.create_namespaced_pod("default", _pod("typo", "12Gi", "sbx-0"))  # type: ignore[arg-type]  # a dict body
+        assert denied.value.status == 403
+        assert 'admission webhook \\"pods.vgpu.vgpu-guard.io\\" denied the request: [vgpu-memory-unit]' in (
+            denied.value.body or ""
+        )
         custom.create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", "default", "jobs", _job("train", "sbx-0")
         )
         _, pods = _job_pods(api, "train")
         name = pods[0]["metadata"]["name"]
         assert pods[0]["spec"]["schedulerName"] == "vgpu-guard"  # routed by the webhook
-        assert _until("the routed pod bound", lambda: _node_of(api, name) == "sbx-0")
+        assert _until("the routed Job pod bound", lambda: _node_of(api, name) == "sbx-0")
+    assert _refuses(webhook), "the webhook child outlived the sandbox"
+    _assert_logs_kept(banner, (tmp_path / "sandbox.log").read_text())
 
 
 @pytest.mark.parametrize(
@@ -245,13 +271,7 @@ def test_a_bad_config_or_volcano_version_exits_2_before_anything_starts(
 
     bad = tmp_path / "config.yaml"
     bad.write_text("scheduling:\n  policy: random\n")
-    base = {
-        "backend": "double",
-        "build": False,
-        "kubeconfig": str(tmp_path / "kc"),
-        "port": 0,
-        "with_guard": True,
-    }
+    base = {"build": False, "kubeconfig": str(tmp_path / "kc"), "with_guard": True}
     args = argparse.Namespace(
         **base, config=str(bad), volcano_model=False, volcano_version="1.16", volcano_stale_cache=False
     )

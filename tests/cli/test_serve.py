@@ -21,9 +21,9 @@ import aiohttp
 import pytest
 import yaml
 
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from tests.builders import gpu_node, pod
 from tests.webhook.conftest import admission_review
-from vgpu_guard.apidouble.http.server import RunningDouble, serve_double
 from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.kube.resources import CRDS, LEASES, NAMESPACES, NODES, PODS, SECRETS, Resource
 

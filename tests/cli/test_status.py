@@ -11,11 +11,11 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from tests.apidouble_support.http.server import serve_double
 from tests.builders import config_with
 from tests.controller.allocation_testkit import Cluster
 from tests.engine.allocation_testkit import config, gpu_node, vgpu_pod
 from tests.engine.test_queues import queue
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.cli.app import run as run_cli
 from vgpu_guard.cli.status import FleetStatus, fleet_status, render_text, status_json
 from vgpu_guard.engine.ledger import (

@@ -25,12 +25,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.apidouble_support.http.server import RunningDouble, serve_double
 from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.apidouble_support.tokens import token_for
 from tests.contract.known_differences import KNOWN
 from tests.contract.raw import RawClient, Reply
 from tests.real_cluster import RealCluster, deselect_real_cluster_items
-from vgpu_guard.apidouble import RunningDouble, serve_double, service_account
+from vgpu_guard.apidouble import service_account
 
 Obj = dict[str, Any]
 PROBE_LABEL = "contract.vgpu-guard.io/probe"

@@ -161,7 +161,8 @@ class DoubleBackend(Backend):
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
-        from vgpu_guard.apidouble import ADMIN, serve_double
+        from tests.apidouble_support.http.server import serve_double
+        from vgpu_guard.apidouble import ADMIN
 
         self.api = await self._stack.enter_async_context(
             serve_double(self.workdir, authorizer=RBACAuthorizer)

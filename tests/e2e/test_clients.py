@@ -6,8 +6,8 @@ Every assertion is on what the user's terminal shows: exit code, stdout and stde
 story's namespace, the admin's username, ages, column padding). ``UPDATE_GOLDEN=1`` rewrites them
 for review. The last test runs the README's sandbox block verbatim against ``vgpu-guard sandbox``.
 
-The cluster backend only (``conftest.REAL_CLIENTS_ONLY``): the API double serves JSON only, and
-what kubectl does against it is the sandbox's ``kubectl:`` line (docs/apidouble.md).
+The cluster backend only (``conftest.REAL_CLIENTS_ONLY``): the API double serves JSON only
+(docs/apidouble.md).
 """
 
 from __future__ import annotations
@@ -577,9 +577,8 @@ async def _sandbox_ready(process: asyncio.subprocess.Process) -> list[str]:
 
 
 async def test_readme_sandbox_commands(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """The README's "try it" block, line by line as a user types it, on the real control plane (the
-    double's ``kubectl:`` line says which of them it serves): the sandbox says which backend it
-    chose in its first line, every ``kubectl`` line finishes (never a hang) and succeeds, except the
+    """The README's "try it" block, line by line as a user types it, on the real control plane: the
+    sandbox names it in its first line, every ``kubectl`` line finishes (never a hang) and succeeds, except the
     line the README says is denied, which prints the webhook's denial."""
     request.getfixturevalue("real_api")  # builds the control plane under CI=true
     kubeconfig = str(tmp_path / "sandbox.kubeconfig")
@@ -588,14 +587,14 @@ async def test_readme_sandbox_commands(request: pytest.FixtureRequest, tmp_path:
     assert argv[0] == "vgpu-guard" and argv[-1] == "&", sandbox
     # The sandbox keeps its processes' logs in a new directory under TMPDIR: the test's, not /tmp.
     process = await asyncio.create_subprocess_exec(
-        str(SANDBOX_BIN), *argv[1:-1], "--backend", "real",
+        str(SANDBOX_BIN), *argv[1:-1],
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     try:
         banner = await _sandbox_ready(process)
         assert banner[0] == (
-            "backend: real control plane, Kubernetes 1.20.2 "
+            "cluster:    real control plane, Kubernetes 1.20.2 "
             "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)\n"
         ), banner
         assert SCOPE_LINES in "".join(banner), banner

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes.aio import client as kclient
 
-from vgpu_guard.apidouble import serve_double
+from tests.apidouble_support.http.server import serve_double
 from vgpu_guard.kube.aio import AioClusterClient, _no_per_request_env
 from vgpu_guard.kube.resources import NODES
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu_guard.apidouble import serve_double
-from vgpu_guard.apidouble.http._tls import make_serving_tls
-from vgpu_guard.apidouble.http.server import write_kubeconfig
+from tests.apidouble_support.http._tls import make_serving_tls
+from tests.apidouble_support.http.server import serve_double, write_kubeconfig
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.errors import Unavailable
 from vgpu_guard.kube.resources import NODES

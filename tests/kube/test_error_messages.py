@@ -19,11 +19,11 @@ from kubernetes.aio import client as kclient
 
 from tests.apidouble.objects import node, pod
 from tests.apidouble_support.faults import FaultPlan, conflict_error, timeout_error, unavailable_error
+from tests.apidouble_support.http.server import serve_double
 from tests.apidouble_support.rbac import RBACAuthorizer
 from tests.apidouble_support.tokens import kubeconfig_for
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.apidouble.frontend import Frontend
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.identity import service_account
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.apidouble_support.http.server import serve_double
 from vgpu_guard.apidouble.client import MemoryClusterClient
-from vgpu_guard.apidouble.http.server import serve_double
 from vgpu_guard.apidouble.store import Store
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.client import typed_items

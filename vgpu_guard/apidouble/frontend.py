@@ -1,7 +1,8 @@
 """The request path in front of the store: authorization, then the admission chain, then storage.
 
-Both doors into the double go through here: the HTTPS server (``server.py``) for real clients and
-``MemoryClusterClient`` for in-process use, so authorization and webhooks act the same on both. The order
+Both doors into the double go through here: ``MemoryClusterClient`` in process (``simulate``, the
+tests) and the tests' HTTPS server (tests/apidouble_support/http/), so authorization and webhooks
+act the same on both. The order
 is kube-apiserver's (k8s.io/apiserver/pkg/endpoints/handlers/create.go, update.go, delete.go):
 authorize -> decode + defaults + built-in admission (``Store.prepare``) -> mutating webhooks ->
 validation (``Store.complete``) -> validating webhooks -> storage (``Store.commit``).
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble.admission import attach_warnings
+from vgpu_guard.apidouble._webhook_warnings import attach_warnings
 from vgpu_guard.apidouble.identity import ADMIN, UserInfo
 from vgpu_guard.apidouble.store import Pending, RetryWrite, Store, Watch
 from vgpu_guard.engine.objects import Obj
@@ -31,8 +32,8 @@ _RETRIES = 5
 
 
 class Authorizer(Protocol):
-    """Who may do what. The double ships none: it serves without authorization (the sandbox, and
-    ``simulate`` acts as the admin); tests plug RBAC in (tests/apidouble_support/rbac.py).
+    """Who may do what. The double ships none: it serves without authorization
+    (``simulate`` acts as the admin); tests plug RBAC in (tests/apidouble_support/rbac.py).
     Superusers (``system:masters``) never reach it."""
 
     def authorize(
@@ -59,7 +60,9 @@ class Authorizer(Protocol):
 
 
 class AdmissionRunner(Protocol):
-    """Calls the stored webhook configurations (see ``admission.py``)."""
+    """What stands for the API server's webhook calls: ``simulate``'s in-process arbiter
+    (cli/inprocess_arbiter.py), or the tests' calls of stored webhook configurations
+    (tests/apidouble_support/admission.py)."""
 
     def active(self) -> bool:
         """False when no webhook configuration exists (the fast path)."""

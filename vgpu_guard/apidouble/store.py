@@ -1,7 +1,7 @@
 """The API double's store: kube-apiserver's object semantics, in memory, without HTTP.
 
 Everything our product can observe of an API server's storage layer lives here, so the HTTP
-server (``vgpu_guard.apidouble.http.server``) and the in-process adapter
+server the tests run (``tests/apidouble_support/http/server.py``) and the in-process adapter
 (``vgpu_guard.apidouble.client.MemoryClusterClient``) behave identically. The behaviours and their
 sources are listed in docs/apidouble.md and pinned by tests/apidouble/.
 

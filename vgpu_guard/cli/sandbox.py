@@ -1,18 +1,15 @@
-"""``vgpu-guard sandbox``: a cluster on this machine for any Kubernetes client, real where it can be.
+"""``vgpu-guard sandbox``: a real cluster on this machine for any Kubernetes client.
 
-Two backends, one interface (a kubeconfig and the same commands):
+The project's control plane (``vgpu_guard.controlplane``: kube-apiserver, kube-controller-manager
+and kube-scheduler 1.20.2 with etcd), built once and cached (``--build`` builds it, about 5
+minutes, root on Debian). Our CRDs and Volcano's are installed; nodes have no kubelet, so the
+sandbox keeps every Node's Ready condition fresh (the node lifecycle controller would otherwise
+mark them NotReady after 40 s and taint them). Without a build it says why and stops: there is no
+in-memory fallback, because a user trying vgpu-guard with kubectl or Helm should meet a real API
+server's answers, never a partial imitation's (``simulate`` is the run without a cluster).
 
-- ``real``: the project's control plane (``vgpu_guard.controlplane``: kube-apiserver,
-  kube-controller-manager and kube-scheduler 1.20.2 with etcd), when its build is cached
-  (``--build`` builds it, about 5 minutes, root on Debian). Our CRDs and Volcano's are installed;
-  nodes have no kubelet, so the sandbox keeps every Node's Ready condition fresh (the node
-  lifecycle controller would otherwise mark them NotReady after 40 s and taint them).
-- ``double``: the API double (``vgpu_guard.apidouble``) in memory, the fallback when no build is
-  cached. RBAC is off (every token may do everything). It serves JSON only, for API clients: its
-  ``kubectl:`` line says which kubectl commands work there (``sandbox_settings.DOUBLE_KUBECTL``).
-
-The first line printed names the backend and, for the double, why; the next ones what runs and what
-does not, and the mode (cli/sandbox_settings.py). With ``--with-guard`` the sandbox also runs our
+The first line printed names the control plane; the next ones what runs and what does not, and
+the mode (cli/sandbox_settings.py). With ``--with-guard`` the sandbox also runs our
 webhook and controller as child processes (``vgpu-guard serve webhook`` / ``serve controller``, on
 ``--config FILE`` when given, TLS from a CA generated here) and registers them by creating, through
 the API as a user would, what the chart registers on that server: its webhook configurations
@@ -24,7 +21,7 @@ sandbox reads the server's ``/version`` and says which. Below 1.21 it also does 
 pre-install hook does: the namespaces the selectors exclude get the ``kubernetes.io/metadata.name``
 label that 1.21+ sets itself. A stand-in for the
 device plugin confirms each binding (``volcano.sh/bind-phase=success``). Ctrl-C (or SIGTERM) stops
-the children and the server, and the state is gone (the real backend's etcd lives in a temporary
+the children and the server, and the state is gone (etcd lives in a temporary
 directory); the processes' logs are kept (``--logs DIR``, else a new directory in the system's
 temporary directory), and the sandbox names that directory when it starts and when it stops.
 There are no nodes until you create them (e.g. from ``examples/simulate/``).
@@ -39,7 +36,6 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import importlib.util
 import os
 import re
 import shutil
@@ -78,9 +74,7 @@ RENDERED_URL = "https://127.0.0.1:9443"
 _HOST = "127.0.0.1"
 _READY_SECONDS = 60.0
 _STOP_SECONDS = 15.0
-_CONFIRM_INTERVAL = 0.2
 _HEARTBEAT_SECONDS = 5.0
-BACKENDS = ("auto", "real", "double")
 MATCH_CONDITIONS = "matchConditions"
 ALL_NAMESPACES = "allNamespaces"
 OPT_IN = "namespaceOptIn"
@@ -101,26 +95,16 @@ OPTED_IN_NAMESPACES = ("default",)
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sandbox",
-        help="a local cluster for kubectl: the real control plane when built, else the API double",
+        help="a local cluster for kubectl: the real control plane, Kubernetes 1.20.2",
         description="Start a cluster on 127.0.0.1 with the vgpu-guard and Volcano CRDs installed and "
         "write a kubeconfig for it: the real control plane (kube-apiserver, kube-controller-manager, "
-        "kube-scheduler 1.20.2) when its build is cached (--build builds it), else the in-memory API "
-        "double; the first line says which. With --with-guard also run `vgpu-guard serve webhook` and "
+        "kube-scheduler 1.20.2) from its cached build (--build builds it when none is cached). "
+        "With --with-guard also run `vgpu-guard serve webhook` and "
         "`serve controller` against it and register the webhook. Ctrl-C stops everything and the state "
         "is lost. Create Nodes (with the volcano.sh/node-vgpu-register annotation) yourself, e.g. from "
         "examples/simulate/; on the real control plane the sandbox keeps them Ready.",
     )
     parser.add_argument("--kubeconfig", required=True, metavar="FILE", help="where to write the kubeconfig")
-    parser.add_argument(
-        "--port", type=int, default=0, help="API server port of the double (default: any free port)"
-    )
-    parser.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default="auto",
-        help="`real`: the control plane (fails when it is neither cached nor built with --build); "
-        "`double`: the API double; `auto` (default): real when available, else the double",
-    )
     parser.add_argument(
         "--build",
         action="store_true",
@@ -390,35 +374,11 @@ async def _label_excluded(admin: AioClusterClient, namespaces: tuple[str, ...]) 
 
 @dataclass
 class _Cluster:
-    """What both backends hand the shared part: the kubeconfig, how to create, what runs beside."""
+    """What the running control plane hands the shared part: the kubeconfig, what runs beside."""
 
     kubeconfig: Path
     background: list[Helper]  # for as long as the sandbox runs
     with_guard: list[Helper]  # beside our processes (device plugin stand-in)
-
-
-# -- the double ---------------------------------------------------------------------------------
-@contextlib.asynccontextmanager
-async def _double(workdir: Path, port: int) -> AsyncIterator[tuple[_Cluster, str]]:
-    from vgpu_guard.apidouble.http.server import serve_double
-    from vgpu_guard.kube.resources import CRDS, NAMESPACES
-
-    async with serve_double(workdir, host=_HOST, port=port) as api:
-        api.store.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        for crd in packaged_crds():
-            api.store.create(CRDS, crd)
-
-        async def confirm() -> None:
-            from vgpu_guard.cli.simulation import confirm_allocations
-
-            while True:  # the device plugin's stand-in, as ``simulate`` has it
-                with contextlib.suppress(KubeError):  # a pod deleted meanwhile: the next round sees it
-                    confirm_allocations(api.store)
-                await asyncio.sleep(_CONFIRM_INTERVAL)
-
-        yield _Cluster(api.kubeconfig, [], [confirm]), api.url
 
 
 # -- the real control plane -----------------------------------------------------------------------
@@ -444,9 +404,7 @@ async def _running(plane: ControlPlane) -> AsyncIterator[tuple[_Cluster, str]]:
     try:
         await asyncio.to_thread(plane.start)
     except StartError as e:
-        raise RuntimeError(
-            f"the real control plane did not start: {e}; --backend double runs the API double"
-        ) from None
+        raise RuntimeError(f"the real control plane did not start: {e}") from None
     try:
         admin = await AioClusterClient.from_kubeconfig(str(plane.kubeconfig))
         try:
@@ -463,31 +421,27 @@ async def _running(plane: ControlPlane) -> AsyncIterator[tuple[_Cluster, str]]:
         await asyncio.to_thread(plane.stop)
 
 
-def _choose(args: argparse.Namespace) -> tuple[Binaries | None, str]:
-    """The control plane's binaries (None for the double) and the first line that says so."""
+_NO_CLUSTER = "`vgpu-guard simulate` runs vgpu-guard without one"
+
+
+def _binaries(args: argparse.Namespace) -> Binaries:
+    """The cached control plane (built first with ``--build``); a RuntimeError saying why not."""
     from vgpu_guard.controlplane import BuildError, Unavailable, cached_binaries, ensure_built
     from vgpu_guard.controlplane.build import unavailable_reason
 
-    if args.backend == "double":
-        return None, "backend: API double (in memory; --backend double)"
     binaries = cached_binaries()
     if binaries is None and args.build:
         try:
             binaries = ensure_built(lambda line: print(f"control-plane: {line}", file=sys.stderr, flush=True))
         except (BuildError, Unavailable) as e:
-            # Asked for and failed: an error, not a silent fallback. One line: a failed step's
-            # message goes on with its log's tail, and its first line names the log file.
+            # One line: a failed step's message goes on with its log's tail, and its first line
+            # names the log file.
             first = (str(e).splitlines() or [type(e).__name__])[0].rstrip(":")
-            raise RuntimeError(f"--build failed: {first}; --backend double runs the API double") from None
-    if binaries is not None:
-        return binaries, (
-            f"backend: real control plane, Kubernetes {binaries.version} "
-            "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)"
-        )
-    why = unavailable_reason() or "no cached build; `vgpu-guard sandbox --build` builds it (~5 minutes)"
-    if args.backend == "real":
-        raise RuntimeError(f"--backend real: {why}")
-    return None, f"backend: API double (in memory; no real control plane: {why})"
+            raise RuntimeError(f"--build failed: {first}; {_NO_CLUSTER}") from None
+    if binaries is None:
+        why = unavailable_reason() or "no cached build; `vgpu-guard sandbox --build` builds it (~5 minutes)"
+        raise RuntimeError(f"no control plane to run: {why}; {_NO_CLUSTER}")
+    return binaries
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -506,26 +460,21 @@ async def _main(args: argparse.Namespace) -> int:
     except SettingsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    binaries, first_line = _choose(args)
-    print(first_line, flush=True)
-    print("\n".join(settings.banner(real=binaries is not None, with_guard=args.with_guard)), flush=True)
-    if args.with_guard and binaries is None and importlib.util.find_spec("celpy") is None:
-        print(
-            "error: --with-guard on the API double registers the chart's webhook configurations, whose "
-            "matchConditions (CEL) the double evaluates with cel-python: pip install cel-python",
-            file=sys.stderr,
-        )
-        return 2
+    binaries = _binaries(args)
+    print(
+        f"cluster:    real control plane, Kubernetes {binaries.version} "
+        "(kube-apiserver, kube-controller-manager, kube-scheduler, etcd)",
+        flush=True,
+    )
+    print("\n".join(settings.banner(with_guard=args.with_guard)), flush=True)
     logs = _logs_directory(args.logs)
     print(f"logs:       {logs} (kept when the sandbox stops)", flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="vgpu-guard-sandbox-") as tmp:
             workdir = Path(tmp)
-            backend = _double(workdir, args.port) if binaries is None else _real(workdir, binaries, logs)
-            async with backend as (cluster, url):
+            async with _real(workdir, binaries, logs) as (cluster, url):
                 _publish(cluster.kubeconfig, target)
-                where = "in memory" if binaries is None else "etcd in a temporary directory"
-                print(f"API server: {url} ({where}: everything is lost when it stops)")
+                print(f"API server: {url} (etcd in a temporary directory: everything is lost when it stops)")
                 print(f"kubeconfig: {target}")
                 code = await _run_cluster(args, settings, cluster, workdir, stop, logs=logs)
     finally:

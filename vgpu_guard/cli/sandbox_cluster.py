@@ -1,4 +1,4 @@
-"""What ``vgpu-guard sandbox`` does on a real API server that the API double does by itself.
+"""What ``vgpu-guard sandbox`` adds to a real API server that has no kubelets and no Volcano.
 
 A real cluster without kubelets and without Volcano needs three stand-ins:
 

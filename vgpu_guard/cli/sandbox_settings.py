@@ -13,9 +13,7 @@
   ``schedulerName: volcano`` get Volcano's binds (``--volcano-version``'s writes). It uses the
   sandbox's admin kubeconfig (``system:masters``, an allocation writer, as Volcano's ServiceAccount is).
 
-``banner`` is what the sandbox prints right after its first line: what runs and what does not,
-and on the double which kubectl commands work (it serves JSON only: no OpenAPI, Tables, strategic
-merge patch, protobuf bodies or impersonation; docs/apidouble.md).
+``banner`` is what the sandbox prints right after its first line: what runs and what does not.
 """
 
 from __future__ import annotations
@@ -29,17 +27,7 @@ from vgpu_guard.configfile import ConfigError, load_config
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.volcano.binder import VolcanoVersion, parse_version
 
-__all__ = ["DOUBLE_KUBECTL", "SandboxSettings", "SettingsError", "settings_from"]
-
-# What kubectl 1.32 does against the double, as tried: it validates with OpenAPI (absent), updates
-# built-in objects with strategic merge patch (refused, 415), creates from generators with protobuf
-# bodies (415) and impersonates with --as (403); what stays is JSON reads and writes.
-DOUBLE_KUBECTL = (
-    "kubectl:    get (NAME and AGE columns only), describe, wait, label, annotate, delete, and "
-    "create/apply -f FILE --validate=false of objects that do not exist yet work; kubectl apply of "
-    "existing built-in objects, explain, create <kind>, --as and Helm need the real backend "
-    "(vgpu-guard sandbox --build)"
-)
+__all__ = ["SandboxSettings", "SettingsError", "settings_from"]
 
 
 class SettingsError(Exception):
@@ -85,10 +73,9 @@ class SandboxSettings:
             "arbiter reserves each GPU assignment it writes, or refuses it"
         )
 
-    def banner(self, *, real: bool, with_guard: bool) -> list[str]:
-        """What runs and what does not, in two lines (and the mode when vgpu-guard runs; on the
-        double, which kubectl commands work)."""
-        runs = ["kube-apiserver, kube-controller-manager, kube-scheduler, etcd" if real else "the API double"]
+    def banner(self, *, with_guard: bool) -> list[str]:
+        """What runs and what does not, in two lines (and the mode when vgpu-guard runs)."""
+        runs = ["kube-apiserver, kube-controller-manager, kube-scheduler, etcd"]
         if with_guard:
             runs.append("vgpu-guard's webhook and controller, a device-plugin stand-in (bind-phase=success)")
         if self.volcano is not None:
@@ -97,8 +84,7 @@ class SandboxSettings:
                 f"a model of Volcano {self.volcano.name} (job controller: PodGroups and pods of Volcano "
                 f"Jobs; scheduler: enqueue, binds of vGPU pods{stale})"
             )
-        if real:
-            runs.append("node heartbeats (Ready)")
+        runs.append("node heartbeats (Ready)")
         missing = ["kubelets (a bound pod keeps phase Pending)"]
         if self.volcano is None:
             missing.append(
@@ -107,14 +93,12 @@ class SandboxSettings:
             )
         else:
             missing.append("Volcano itself (its model places vGPU pods only, judges no cpu or memory)")
-        if not real:
-            missing.append("kube-scheduler and workload controllers (a Deployment makes no pods)")
         if not with_guard:
             missing.append("vgpu-guard (--with-guard runs it)")
         lines = [f"runs:       {'; '.join(runs)}", f"not run:    {'; '.join(missing)}"]
         if with_guard:
             lines.append(self.mode_line())
-        return lines if real else [*lines, DOUBLE_KUBECTL]
+        return lines
 
 
 def settings_from(

@@ -17,8 +17,8 @@ from urllib.parse import urlparse
 
 import aiohttp
 
+from tests.apidouble_support.webhook_match import Hook
 from vgpu_guard.apidouble._values import Obj
-from vgpu_guard.apidouble._webhook_match import Hook
 
 __all__ = ["WebhookCallError", "WebhookCaller"]
 

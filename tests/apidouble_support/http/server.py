@@ -43,14 +43,14 @@ from typing import Any, Literal
 import yaml
 from aiohttp import web
 
+from tests.apidouble_support.admission import AdmissionChain, warnings_of
+from tests.apidouble_support.http._negotiate import admits_json, not_acceptable
+from tests.apidouble_support.http._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble import _status as st
 from vgpu_guard.apidouble._gotext import GoJSONError, go_json_loads, go_quote, go_string_slice
 from vgpu_guard.apidouble._listing import validate_watch_options
 from vgpu_guard.apidouble._types import BUILTIN_TYPES, TypeInfo
-from vgpu_guard.apidouble.admission import AdmissionChain, warnings_of
 from vgpu_guard.apidouble.frontend import Authorizer, Frontend, Written
-from vgpu_guard.apidouble.http._negotiate import admits_json, not_acceptable
-from vgpu_guard.apidouble.http._tls import ServingTLS, make_serving_tls
 from vgpu_guard.apidouble.identity import ADMIN, ANONYMOUS, UserInfo
 from vgpu_guard.apidouble.store import Store, Watch
 from vgpu_guard.engine.objects import Obj
@@ -247,7 +247,7 @@ def _user(server: DoubleServer, request: web.Request) -> UserInfo:
                 403,
                 "Forbidden",
                 f"the API double does not serve impersonation ({', '.join(asked)}): "
-                "kubectl --as needs the real backend (vgpu-guard sandbox --build)",
+                "kubectl --as needs a real API server",
             )
         )
     return user
@@ -921,7 +921,7 @@ async def serve_double(
 
     The admin's token is generated (``DoubleServer.tokens`` maps tokens to identities; tests add
     theirs, tests/apidouble_support/tokens.py). ``authorizer`` builds the ``Authorizer`` over the
-    store (None: no authorization, as the sandbox serves; tests pass their RBAC). Webhook
+    store (None: no authorization; tests of RBAC pass theirs). Webhook
     configurations stored in the double are called; ``services`` maps a ``clientConfig.service``
     ``(namespace, name, port)`` to the loopback ``host:port`` it listens on. A ``frontend``
     passed in is used as it is (and shared, e.g. with a ``MemoryClusterClient``). Watches that

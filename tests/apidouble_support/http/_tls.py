@@ -1,8 +1,7 @@
 """A throw-away CA and serving certificate for the double's HTTPS listener.
 
-Made with the same generator as the webhook's certificates (``vgpu_guard.certs``, cryptography, a
-runtime dependency) rather than ``trustme`` (test-only), because ``vgpu-guard sandbox`` serves the
-double outside the test suite too.
+Made with the same generator as the webhook's certificates (``vgpu_guard.certs``): the served
+double's TLS is then the product's own, not a second certificate path.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The admission chain as kube-apiserver runs it: webhooks read from the stored configurations.
 
+Test code (issue 45): ``simulate`` puts its in-process arbiter in ``Frontend``'s admission seam;
+only the tests' served double (the e2e ``double`` backend, the contract suite) calls webhooks.
+
 Sources: Kubernetes docs "Dynamic Admission Control" and "Extensible Admission Controllers";
 staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/ (generic/webhook.go matching,
 predicates/rules, namespace and object selectors; mutating/dispatcher.go ordering, patches and
@@ -27,8 +30,8 @@ Warnings follow endpoints/filters/warning.go and reach the client with an error 
 ``clientConfig.service`` is reached through a loopback address the test configures (``services``),
 with TLS verified against ``caBundle`` for the name ``SERVICE.NAMESPACE.svc``.
 
-The chain's collaborators: ``_webhook_match`` (which webhooks apply, the request each gets),
-``_webhook_call`` (the HTTPS call and its call errors), ``_webhook_warnings`` (the recorder).
+The chain's collaborators: ``webhook_match`` (which webhooks apply, the request each gets),
+``webhook_call`` (the HTTPS call and its call errors), the product's ``_webhook_warnings`` (the recorder).
 """
 
 from __future__ import annotations
@@ -41,10 +44,8 @@ from dataclasses import dataclass, field
 
 import jsonpatch
 
-from vgpu_guard.apidouble import _status as st
-from vgpu_guard.apidouble._values import Obj
-from vgpu_guard.apidouble._webhook_call import WebhookCaller, WebhookCallError
-from vgpu_guard.apidouble._webhook_match import (
+from tests.apidouble_support.webhook_call import WebhookCaller, WebhookCallError
+from tests.apidouble_support.webhook_match import (
     Hook,
     HookMatcher,
     conditions_hold,
@@ -53,6 +54,8 @@ from vgpu_guard.apidouble._webhook_match import (
     review_options,
     review_request,
 )
+from vgpu_guard.apidouble import _status as st
+from vgpu_guard.apidouble._values import Obj
 from vgpu_guard.apidouble._webhook_warnings import WarningRecorder, attach_warnings, warnings_of
 from vgpu_guard.apidouble.identity import UserInfo
 from vgpu_guard.apidouble.store import Pending, Store, deep_copy, format_time
