@@ -45,6 +45,7 @@ from vgpu_guard.controller.bindings import Bindings
 from vgpu_guard.controller.gang_status import GangStatusWriter
 from vgpu_guard.controller.handshakes import CLOCK_SKEW_SECONDS
 from vgpu_guard.controller.inputs import InputSource
+from vgpu_guard.controller.ledger_gc import LedgerCollector
 from vgpu_guard.controller.ledger_reconciler import LedgerReconciler, release_reason
 from vgpu_guard.controller.metrics import AllocationMetrics
 from vgpu_guard.controller.node_queue import NodeQueue
@@ -120,6 +121,7 @@ class AllocationController:
         )
         self.reconciler = self._reconciler(write_concurrency)
         self.gang_status = GangStatusWriter(client, clock=clock)
+        self.ledger_gc = LedgerCollector(client)
         self.bindings = self._bindings(source, write_concurrency, wake)
         self.placer = self._placer(source, write_concurrency, background_events)
         self._last_error: str | None = None
@@ -283,6 +285,7 @@ class AllocationController:
         self.parser.forget(changes.gone)
         self.reports.forget_pods(changes.gone)
         self.reports.stale_picks.observe(world, changes.dirty, changes.gone, inputs.nodes)
+        self.ledger_gc.consider(changes.ledgers | changes.nodes)
         if await self.reconciler.run(changes.dirty, result=result):
             return  # the next pass starts from what was just written (fresh resourceVersions)
         self.placer.hold_unwritable()
@@ -295,3 +298,6 @@ class AllocationController:
             await self.reports.nodes.violations(
                 world.view, world.ledgers, inputs.nodes, changes.ledgers | changes.nodes
             )
+        deleted = await self.ledger_gc.collect(world.ledgers, inputs.ledgers, inputs.nodes)
+        self.metrics.ledgers_deleted.inc(len(deleted))
+        result.ledgers_deleted.extend(deleted)

@@ -187,6 +187,11 @@ class AllocationMetrics:
             "admission webhook or the API server refused it), each bounded by arbiter.unboundReleaseSeconds.",
             registry=registry,
         )
+        self.ledgers_deleted = Counter(
+            "vgpu_guard_ledgers_deleted_total",
+            "GPULedgers deleted because their node is gone and they held no entry any more.",
+            registry=registry,
+        )
         self.adoptions = Counter(
             "vgpu_guard_adoptions_total",
             "Bound pods with an assignment but no ledger entry, taken into the ledger.",

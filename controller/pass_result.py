@@ -23,6 +23,8 @@ class PassResult:
     # Ledger entries raised to what their bound pod's assignment annotation says (verify pass).
     repaired: list[str] = field(default_factory=list)
     unschedulable: list[str] = field(default_factory=list)
+    # GPULedgers deleted: their node is gone and they held no entry (controller/ledger_gc.py).
+    ledgers_deleted: list[str] = field(default_factory=list)
     conflicts: int = 0
     errors: list[str] = field(default_factory=list)
     pending: int = 0
@@ -30,5 +32,11 @@ class PassResult:
     @property
     def changed(self) -> bool:
         return bool(
-            self.bound or self.reserved or self.released or self.adopted or self.repaired or self.conflicts
+            self.bound
+            or self.reserved
+            or self.released
+            or self.adopted
+            or self.repaired
+            or self.ledgers_deleted
+            or self.conflicts
         )

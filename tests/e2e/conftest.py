@@ -64,7 +64,7 @@ BACKENDS = ["double", "cluster"]
 # proves; the double's stories go through our own JSON client (AioClusterClient).
 REAL_CLIENTS_ONLY = "real_clients_only"
 # Pools of nodes a story creates for itself (and deletes after it).
-STORY_POOLS = {"arbiter", "commit", "isolation", "isolation-b", "migration"}
+STORY_POOLS = {"arbiter", "commit", "gone", "isolation", "isolation-b", "migration"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

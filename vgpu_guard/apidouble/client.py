@@ -266,6 +266,7 @@ class MemoryClusterClient:
         namespace: str | None = None,
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         with _about(Request("delete", resource, name, _ns(resource, namespace))):
             rule = await self._before("delete", resource)
@@ -275,6 +276,7 @@ class MemoryClusterClient:
                 namespace=namespace,
                 grace_period_seconds=grace_period_seconds,
                 uid=uid,
+                resource_version=resource_version,
                 user=self.user,
             )
             self._remember(out.warnings)

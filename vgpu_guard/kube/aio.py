@@ -290,12 +290,14 @@ class AioClusterClient:
         namespace: str | None = None,
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        if uid:
-            options["preconditions"] = {"uid": uid}
+        preconditions = {"uid": uid, "resourceVersion": resource_version}
+        if any(preconditions.values()):
+            options["preconditions"] = {k: v for k, v in preconditions.items() if v}
         request = Request("delete", resource, name, _ns(resource, namespace))
         await self._json(request, "DELETE", resource.path(namespace=namespace, name=name), body=options)
 

@@ -122,8 +122,10 @@ class ClusterClient(Protocol):
         namespace: str | None = None,
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
-        """Delete; ``uid`` is a precondition. NotFound is raised, not swallowed."""
+        """Delete; ``uid`` and ``resource_version`` are preconditions (Conflict when the object
+        changed). NotFound is raised, not swallowed."""
         ...
 
     async def bind(

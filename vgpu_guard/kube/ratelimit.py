@@ -174,10 +174,16 @@ class RateLimitedClient:
         namespace: str | None = None,
         grace_period_seconds: int | None = None,
         uid: str | None = None,
+        resource_version: str | None = None,
     ) -> None:
         await self._token(resource)
         await self.inner.delete(
-            resource, name, namespace=namespace, grace_period_seconds=grace_period_seconds, uid=uid
+            resource,
+            name,
+            namespace=namespace,
+            grace_period_seconds=grace_period_seconds,
+            uid=uid,
+            resource_version=resource_version,
         )
 
     async def bind(
