@@ -114,7 +114,8 @@ def _informed_controller(
 ) -> AllocationController:
     """The controller as the run loop drives it: fed by informers, Events and bindings in the
     background, node retries and the GPU snapshot paced by ``retry_seconds``, and the Binder told of
-    every pod event (a handshake's end frees its node at once)."""
+    every pod event (a handshake's end frees its node at once), its ledger writer of every ledger
+    DELETE (its own copy of a deleted ledger goes)."""
     controller = AllocationController(
         client,
         config,
@@ -134,6 +135,8 @@ def _informed_controller(
     inputs.listen(
         inputs.pods, lambda event: controller.binder.observe(event.object, deleted=event.type == "DELETED")
     )
+    # A deleted ledger (its node gone, controller/ledger_gc.py) leaves nothing in the writer either.
+    inputs.listen(inputs.cluster.ledgers, controller.writer.observe)
     return controller
 
 

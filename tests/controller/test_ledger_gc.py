@@ -116,3 +116,27 @@ async def test_an_api_failure_is_retried_next_pass_and_said_once(caplog: pytest.
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and warned[0].startswith("cannot delete the GPULedger of gone node a: ")
     assert warned[0].endswith("(retried every pass; said once)")
+
+
+async def test_the_run_loops_writer_forgets_a_deleted_ledger() -> None:
+    """As serve wires it: the controller's writer hears the ledger informer's DELETE, so a node's
+    deleted ledger leaves no copy in it (a fleet whose node names churn would grow it for good)."""
+    from tests.controller.allocation_testkit import running, until
+    from vgpu_guard.controller.inputs import CachedInputs
+    from vgpu_guard.controller.metrics import AllocationMetrics
+    from vgpu_guard.controller.run import _informed_controller
+
+    cluster, _, _ = await _one_pod_on("a")
+    client = MemoryClusterClient(cluster.store)
+    inputs = CachedInputs(client)
+    controller = _informed_controller(
+        client, cluster.config, inputs, AllocationMetrics(CollectorRegistry()),
+        identity="r2", clock=cluster.clock, retry_seconds=2, write_concurrency=4,
+    )  # fmt: skip
+    async with running(inputs):
+        cluster.delete_pod("one")
+        await until(lambda: not any(p["metadata"]["name"] == "one" for p in inputs.pods.items.values()))
+        await controller.settle()  # releases the entry: the writer keeps its own write of "a"
+        assert "a" in controller.writer._latest
+        cluster.store.delete(LEDGERS, "a")
+        await until(lambda: "a" not in controller.writer._latest)
