@@ -28,7 +28,7 @@ async def test_a_deleted_nodes_ledger_is_kept_while_a_pod_holds_it_and_deleted_a
         await env.create(PODS, gpu_pod("gone-one", 1000, pool="gone"))
 
         async def bound() -> bool:
-            return (await env.pod("gone-one"))["spec"].get("nodeName") == GONE.name
+            return bool((await env.pod("gone-one"))["spec"].get("nodeName") == GONE.name)
 
         await until("the controller binds the pod on the story's node", bound)
         await env.api.delete(NODES, GONE.name)
