@@ -7,9 +7,23 @@ per side, never shared), created once and re-rendered for every wave's case: a n
 not use is parked (no label, so no pod selects or counts it). Every node carries a probe-only
 NoSchedule taint whose value is its index. Step ``j`` creates the probe pod on both sides
 tolerating only value ``j`` (so node ``j`` is the only candidate), and reads the verdicts from the
-API: bound, or ``PodScheduled=False``. No node changes while a case runs, so kube-scheduler never
-judges with a stale node cache (pods reach it in order on one watch stream). Probe pods are
-deleted before the next step, so each node is judged against the fleet's existing pods alone.
+API: bound, or ``PodScheduled=False``. Probe pods are deleted before the next step, so each node is
+judged against the fleet's existing pods alone.
+
+Both verdicts must be made on the same nodes: the render. A scheduler's nodes and pods come on two
+watch streams, so a probe can be judged before the node cache has the wave's render: under
+coverage our controller's (in this process) lagged up to a wave, and all 43 disagreements of such
+an ORACLE_SEED=555014 run were its verdicts on nodes its cache still held from an earlier render.
+And kube-controller-manager writes a node's taints too: its unschedulable taint follows the cordon,
+by a patch of the node's whole taint list as the API server's cache gave it, with no precondition
+(``PatchNodeTaints`` in 1.20's pkg/controller/controller_utils.go), which can put back an earlier
+wave's taints. So before any probe the runner waits until our controller's node cache
+(``ClusterCache``, which the test hands to our controller as ``serve`` does) shows every fleet node
+as rendered, kube-controller-manager's taint agreeing with the cordon, writing again a node another
+writer changed (``_settle``); then kube-scheduler binds a barrier pod that only the newest node
+write made feasible, which proves its node cache has every earlier one (one watch stream, in
+order). A later change of a fleet node away from its render is drift: a case whose nodes drifted
+while it ran is run again on re-settled nodes, the rows of that run not recorded (``run_wave``).
 
 Why fleets are kept rather than created per wave: a node created and deleted costs the control
 plane about nine requests and two Events (the node lifecycle controller registers and removes it,
@@ -44,7 +58,7 @@ from tests.oracle.cases import (
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
-from vgpu_guard.kube.informer import Informer
+from vgpu_guard.kube.informer import Informer, InformerEvent, key_of
 from vgpu_guard.kube.resources import (
     CRDS,
     LEDGERS,
@@ -56,11 +70,19 @@ from vgpu_guard.kube.resources import (
     SERVICE_ACCOUNTS,
     Resource,
 )
+from vgpu_guard.kube.view_cache import ClusterCache
 
 Obj = dict[str, Any]
 SIDES = ("kube", "ours")
 ROLE_LABEL = "oracle.vgpu-guard.io/role"
 NOT_READY = "node.kubernetes.io/not-ready"
+SYSTEM_TAINTS = "node.kubernetes.io/"  # kube-controller-manager's: from conditions and the cordon
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+BARRIER_NODE = "oracle-barrier"
+BARRIER_LABEL = "oracle.vgpu-guard.io/barrier"
+BARRIER_NAMESPACE = "oracle-barrier"
+SETTLE_SECONDS = 120.0
+RERUNS = 3  # a case whose nodes drift in more runs than this fails the test
 HEARTBEAT_SECONDS = 100.0  # kube-controller-manager --node-monitor-grace-period=300s
 DECIDE_SECONDS = 30.0
 POLL_SECONDS = 0.05
@@ -100,6 +122,63 @@ def _condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def _version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
+    except ValueError:
+        return -1
+
+
+def _taint_set(taints: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(str(t.get("key")), str(t.get("value") or ""), str(t.get("effect"))) for t in taints}
+
+
+@dataclass
+class Rendered:
+    """A fleet node as the oracle last wrote it."""
+
+    part: Obj  # labels, taints, unschedulable: one JSON patch writes them
+    allocatable: Obj | None = None  # as rendered: written again only when it changes
+    echoed: Obj | None = None  # as the API server answered it (quantities canonical: 1000 -> 1k)
+    version: int = -1  # the resourceVersion of our last write
+
+
+def differences(node: Mapping[str, Any], want: Rendered) -> list[str]:
+    """What a scheduler would read on ``node`` that is not its render ``want``: labels, taints,
+    cordon, allocatable. kube-controller-manager's own taints (``node.kubernetes.io/*``) are not
+    the render's, but its unschedulable taint must agree with the cordon, and nothing else of its
+    may be there (a not-ready taint, a node the lifecycle controller lost). Empty: as rendered."""
+    out = []
+    spec = node.get("spec") or {}
+    taints = [t for t in spec.get("taints") or [] if isinstance(t, Mapping)]
+    if ((node.get("metadata") or {}).get("labels") or {}) != want.part["labels"]:
+        out.append("labels")
+    if _taint_set(t for t in taints if not str(t.get("key")).startswith(SYSTEM_TAINTS)) != _taint_set(
+        want.part["taints"]
+    ):
+        out.append("taints")
+    if bool(spec.get("unschedulable")) != want.part["unschedulable"]:
+        out.append("cordon")
+    if want.echoed is not None and (node.get("status") or {}).get("allocatable") != want.echoed:
+        out.append("allocatable")
+    system = sorted(str(t.get("key")) for t in taints if str(t.get("key")).startswith(SYSTEM_TAINTS))
+    if system != ([UNSCHEDULABLE] if want.part["unschedulable"] else []):
+        out.append("system taints " + (",".join(system) or "none"))
+    return out
+
+
+def settle_action(node: Mapping[str, Any] | None, want: Rendered) -> str:
+    """For a node as a cache holds it: ``ok`` (as rendered), ``wait`` (the cache has not shown our
+    last write yet, or only kube-controller-manager's taint is still to follow the cordon) or
+    ``write`` (a write newer than ours changed what we render: write the render again)."""
+    if node is None or _version(node) < want.version:
+        return "wait"
+    diff = differences(node, want)
+    if not diff:
+        return "ok"
+    return "wait" if all(d.startswith("system taints") for d in diff) else "write"
+
+
 class Oracle:
     def __init__(self, admin: AioClusterClient, slots: int) -> None:
         self.admin = admin
@@ -111,13 +190,33 @@ class Oracle:
             for side in SIDES
             for i in range(MAX_NODES)
         ]
-        self._rendered: dict[str, tuple[Obj | None, Obj | None]] = {}  # name -> (node part, allocatable)
+        self._slot_of = {
+            node_name(self.fleet(s, side), i): s
+            for s in range(slots)
+            for side in SIDES
+            for i in range(MAX_NODES)
+        }
+        self.nodes.append(BARRIER_NODE)
+        self._rendered: dict[str, Rendered] = {}
         self._alive: asyncio.Task[None] | None = None
         self._heartbeats: asyncio.Task[None] | None = None
-        # The probes as both schedulers leave them, from one watch: polling with a LIST read every
-        # pod of every namespace from etcd 20 times a second, a fifth of the API server's work.
-        self._probe_cache = Informer(admin, PODS, label_selector=f"{ROLE_LABEL}=probe")
+        # The probes and barrier pods as the schedulers leave them, from one watch: polling with a
+        # LIST read every pod of every namespace from etcd 20 times a second, a fifth of the API
+        # server's work.
+        self._probe_cache = Informer(admin, PODS, label_selector=f"{ROLE_LABEL} in (probe,barrier)")
         self._watching: asyncio.Task[None] | None = None
+        # The node cache our controller decides from (the test passes it to run_controller), and
+        # the runner's view of the nodes: every write reaches it, in order.
+        self.cluster = ClusterCache(admin)
+        self._caching: asyncio.Task[None] | None = None
+        self._node_cache = self.cluster.nodes
+        self._node_cache.add_handler(self._node_changed)
+        self._unsettled: set[str] = set()  # fleet nodes changed since _settle last found them as rendered
+        self._guarding = False  # after _settle: a fleet node's change away from its render is drift
+        self._drifted: dict[int, str] = {}  # slot -> a node of its fleets that drifted
+        self._barriers = 0
+        self.rewrites = 0  # nodes written again because another writer changed them
+        self.reruns = 0  # cases run again because their nodes drifted while they ran
 
     def fleet(self, slot: int, side: str) -> str:
         return f"s{slot}-{side}"
@@ -137,14 +236,37 @@ class Oracle:
         }
         with contextlib.suppress(AlreadyExists):
             await self.admin.create(RUNTIME_CLASSES, runtime_class)
-        names = [namespace(s, side) for s in range(self.slots) for side in SIDES]
+        names = [namespace(s, side) for s in range(self.slots) for side in SIDES] + [BARRIER_NAMESPACE]
         await gather_bounded((self._namespace(name) for name in names), CONCURRENCY)
         await self._ledgers_served()
+        self._caching = asyncio.create_task(self.cluster.run())
+        await self._barrier_node()
         await self._render_fleets([])
         await self._not_ready_lifted()
         self._heartbeats = asyncio.create_task(self._heartbeat())
         self._watching = asyncio.create_task(self._probe_cache.run())
         await asyncio.wait_for(self._probe_cache.wait_synced(), 30)
+        await asyncio.wait_for(self._node_cache.wait_synced(), 30)
+
+    async def _barrier_node(self) -> None:
+        """The node no case sees (no fleet label, no topology key) whose label ``_barrier`` moves."""
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": BARRIER_NODE, "labels": {BARRIER_LABEL: "b0"}},
+            "spec": {},
+        }
+        with contextlib.suppress(AlreadyExists):
+            await self.admin.create(NODES, node)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        capacity = {"cpu": "1", "memory": "1Gi", "pods": "110"}
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "oracle"}
+        status = {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [{**ready, "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        }
+        await self.admin.patch(NODES, BARRIER_NODE, {"status": status}, subresource="status")
 
     async def _namespace(self, name: str) -> None:
         """A fresh namespace ``name`` whose pods can be created. One left by an earlier run on the
@@ -171,11 +293,10 @@ class Oracle:
     async def _not_ready_lifted(self) -> None:
         """Until kube-controller-manager has lifted the not-ready taint from every new node.
 
-        It lifts it with a patch that writes the node's whole taint list as its cache last saw it,
-        with no precondition: lifted after the first wave's render, it would put the parked taints
-        back under one scheduler's feet. Nodes stay Ready from then on, so it never patches the
-        taints again (a cordon's taint is added on the render's own update, seconds before any
-        probe, and is tolerated alike by both schedulers)."""
+        It lifts it with a patch that writes the node's whole taint list as the API server's cache
+        gave it, with no precondition: lifted after the first wave's render, it would put the
+        parked taints back under one scheduler's feet. Nodes stay Ready from then on; its
+        unschedulable taint, which follows each render's cordon, is awaited by ``_settle``."""
         names = set(self.nodes)
 
         async def lifted() -> bool:
@@ -197,7 +318,7 @@ class Oracle:
         await until("the GPULedger CRD served", served, within=30)
 
     async def teardown(self) -> None:
-        for task in (self._heartbeats, self._watching):
+        for task in (self._heartbeats, self._watching, self._caching):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -209,10 +330,9 @@ class Oracle:
                     await self.admin.delete(resource, name)
 
         await gather_bounded((delete(n) for n in self.nodes), CONCURRENCY)
-        for slot in range(self.slots):
-            for side in SIDES:
-                with contextlib.suppress(NotFound):
-                    await self.admin.delete(NAMESPACES, namespace(slot, side))
+        for name in [namespace(s, side) for s in range(self.slots) for side in SIDES] + [BARRIER_NAMESPACE]:
+            with contextlib.suppress(NotFound):
+                await self.admin.delete(NAMESPACES, name)
 
     # -- a wave ------------------------------------------------------------------------------------
     async def run_wave(self, cases: list[tuple[int, Case]], *, alive: asyncio.Task[None]) -> list[Row]:
@@ -221,12 +341,31 @@ class Oracle:
         self._alive = alive
         try:
             await self._render_fleets(cases)
-            await self._populate(cases)
-            rows: list[Row] = []
-            for step in range(max(len(c.nodes) for _, c in cases)):
-                active = [(slot, case) for slot, case in cases if len(case.nodes) > step]
-                rows.extend(await self._step(active, step))
-            return rows
+            await asyncio.gather(self._settle(), self._populate(cases))
+            rows: dict[int, list[Row]] = {}
+            running = dict(cases)
+            for attempt in range(RERUNS + 1):
+                for step in range(max(len(c.nodes) for c in running.values())):
+                    active = [(slot, case) for slot, case in running.items() if len(case.nodes) > step]
+                    for slot, row in (await self._step(active, step)).items():
+                        rows.setdefault(slot, []).append(row)
+                # Every node write made while the cases ran has reached the cache (and its drift
+                # check) once the cache shows one made after them.
+                await self._barrier(kube=False)
+                drifted = {slot: self._drifted[slot] for slot in running if slot in self._drifted}
+                if not drifted:
+                    return [row for slot, _ in cases for row in rows[slot]]
+                if attempt == RERUNS:
+                    raise AssertionError(
+                        f"wave {self.wave}: nodes kept drifting from their render in {RERUNS + 1} runs: "
+                        + ", ".join(sorted(drifted.values()))
+                    )
+                self.reruns += len(drifted)
+                running = {slot: running[slot] for slot in drifted}
+                for slot in drifted:
+                    rows.pop(slot, None)
+                await self._settle()
+            raise AssertionError("unreachable")
         finally:
             await self._clear(cases)
 
@@ -247,9 +386,7 @@ class Oracle:
     async def _render_fleets(self, cases: list[tuple[int, Case]]) -> None:
         """Every fleet node as this wave's cases need it (parked where no case uses it). The first
         call creates the nodes; later calls write only the nodes whose part changed: the labels,
-        taints and cordon by a JSON patch (which replaces them whole, and so also drops a taint
-        kube-controller-manager added for a cordon the new case does not have), the allocatable
-        through nodes/status."""
+        taints and cordon by a JSON patch (``_write``), the allocatable through nodes/status."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         specs = {slot: case.nodes for slot, case in cases}
 
@@ -265,25 +402,121 @@ class Oracle:
             last = self._rendered.get(name)
             if last is None:
                 try:
-                    await self.admin.create(NODES, node)
-                    last = (part, None)
+                    created = await self.admin.create(NODES, node)
+                    last = Rendered(part, version=_version(created))
                 except AlreadyExists:  # left by an earlier run on this control plane
-                    last = (None, None)
-            if part != last[0]:
-                ops = [
-                    {"op": "add", "path": "/metadata/labels", "value": part["labels"]},
-                    {"op": "add", "path": "/spec/taints", "value": part["taints"]},
-                    {"op": "add", "path": "/spec/unschedulable", "value": part["unschedulable"]},
-                ]
-                await self.admin.patch(NODES, name, ops, patch_type="json")
-            if allocatable != last[1]:
-                await self.admin.patch(NODES, name, status, subresource="status")
-            self._rendered[name] = (part, allocatable)
+                    last = Rendered({})
+                self._rendered[name] = last
+            if part != last.part:
+                await self._write(name, part)
+            if allocatable != last.allocatable:
+                written = await self.admin.patch(NODES, name, status, subresource="status")
+                last.allocatable, last.echoed = allocatable, written["status"]["allocatable"]
+                last.version = _version(written)
 
+        self._guarding = False
         await gather_bounded(
             (render(s, side, i) for s in range(self.slots) for side in SIDES for i in range(MAX_NODES)),
             CONCURRENCY,
         )
+
+    async def _write(self, name: str, part: Obj) -> None:
+        """The node's labels, taints and cordon, replaced whole (which also drops a taint
+        kube-controller-manager added for a cordon the render does not have)."""
+        ops = [
+            {"op": "add", "path": "/metadata/labels", "value": part["labels"]},
+            {"op": "add", "path": "/spec/taints", "value": part["taints"]},
+            {"op": "add", "path": "/spec/unschedulable", "value": part["unschedulable"]},
+        ]
+        written = await self.admin.patch(NODES, name, ops, patch_type="json")
+        self._rendered[name].part = part
+        self._rendered[name].version = _version(written)
+
+    async def _settle(self) -> None:
+        """Until our controller's node cache shows every fleet node as rendered and
+        kube-controller-manager's unschedulable taint agrees with every cordon (its work on the
+        render done), writing again a node another writer changed after us; then the barrier, so
+        that kube-scheduler's cache has it all too. From then on a change is drift."""
+        self._guarding = False
+        self._unsettled = set(self._rendered)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            actions = {
+                name: settle_action(self._node_cache.items.get(("", name)), self._rendered[name])
+                for name in self._unsettled
+            }
+            self._unsettled = {name for name, action in actions.items() if action != "ok"}
+            if not self._unsettled:
+                break
+            rewrite = [name for name, action in actions.items() if action == "write"]
+            self.rewrites += len(rewrite)
+            await gather_bounded((self._write(n, self._rendered[n].part) for n in rewrite), CONCURRENCY)
+            if time.monotonic() > deadline:
+                pending = sorted(self._unsettled)
+                raise AssertionError(
+                    f"{len(pending)} fleet nodes not as rendered in {SETTLE_SECONDS:.0f} s, e.g. "
+                    + "; ".join(
+                        f"{name}: {differences(self._node_cache.items.get(('', name)) or {}, self._rendered[name])}"
+                        for name in pending[:3]
+                    )
+                )
+            await asyncio.sleep(POLL_SECONDS)
+        self._drifted.clear()
+        self._guarding = True
+        await self._barrier(kube=True)
+
+    def _node_changed(self, event: InformerEvent) -> None:
+        """The node cache's handler. While ``_settle`` waits, a changed fleet node is looked at
+        again; after it, a fleet node changed away from its render (a heartbeat changes nothing
+        rendered) marks its slot drifted."""
+        name = key_of(event.object)[1]
+        want = self._rendered.get(name)
+        if want is None:
+            return
+        if not self._guarding:
+            self._unsettled.add(name)
+        elif event.type == "DELETED" or differences(event.object, want):
+            self._drifted.setdefault(self._slot_of[name], name)
+
+    async def _barrier(self, *, kube: bool) -> None:
+        """Move the barrier node's label; wait until our controller's node cache shows it and, with
+        ``kube``, until kube-scheduler has bound a pod that selects the new label. Each reads the
+        nodes from one watch, in order, so each has then seen every node write made before."""
+        self._barriers += 1
+        token = f"b{self._barriers}"
+        written = await self.admin.patch(
+            NODES, BARRIER_NODE, {"metadata": {"labels": {BARRIER_LABEL: token}}}
+        )
+        version = _version(written)
+        if kube:
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"barrier-{token}", "labels": {ROLE_LABEL: "barrier"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox"}],
+                    "nodeSelector": {BARRIER_LABEL: token},
+                    "terminationGracePeriodSeconds": 0,
+                    "automountServiceAccountToken": False,
+                },
+            }
+            await self.admin.create(PODS, pod, namespace=BARRIER_NAMESPACE)
+        deadline = time.monotonic() + DECIDE_SECONDS
+        while True:
+            cached = self._node_cache.items.get(("", BARRIER_NODE))
+            seen = cached is not None and _version(cached) >= version
+            barrier = self._probe_cache.items.get((BARRIER_NAMESPACE, f"barrier-{token}"))
+            if seen and (not kube or (barrier is not None and barrier["spec"].get("nodeName"))):
+                break
+            if time.monotonic() > deadline:
+                who = "our controller's node cache" if not seen else "kube-scheduler"
+                raise AssertionError(f"{who} did not pass barrier {token} in {DECIDE_SECONDS:.0f} s")
+            await asyncio.sleep(POLL_SECONDS)
+        if kube:
+            with contextlib.suppress(NotFound):
+                await self.admin.delete(
+                    PODS, f"barrier-{token}", namespace=BARRIER_NAMESPACE, grace_period_seconds=0
+                )
 
     def _volume_name(self, slot: int, side: str) -> str:
         # Per wave: a deleted volume lingers until the PV protection controller lets it go.
@@ -339,7 +572,7 @@ class Oracle:
             await asyncio.sleep(0.2)
         raise AssertionError(f"{bound} of {expected} claims were bound in time")
 
-    async def _step(self, active: list[tuple[int, Case]], step: int) -> list[Row]:
+    async def _step(self, active: list[tuple[int, Case]], step: int) -> dict[int, Row]:
         name = f"probe-{step}"
 
         async def create(slot: int, case: Case, side: str) -> None:
@@ -357,14 +590,16 @@ class Oracle:
         await gather_bounded((create(s, c, side) for s, c in active for side in SIDES), CONCURRENCY)
         verdicts = await self._verdicts(active, name)
         await self._delete_probes(active, name)
-        return [
-            Row(case.seed, step, case.features, verdicts[(slot, "ours")], verdicts[(slot, "kube")])
+        return {
+            slot: Row(case.seed, step, case.features, verdicts[(slot, "ours")], verdicts[(slot, "kube")])
             for slot, case in active
-        ]
+        }
 
     def _probes(self) -> dict[tuple[int, str], Obj]:
         out = {}
         for pod in self._probe_cache.items.values():
+            if pod["metadata"]["labels"].get(ROLE_LABEL) != "probe":
+                continue
             _, slot, side = pod["metadata"]["namespace"].split("-")
             out[(int(slot[1:]), side)] = pod
         return out

@@ -59,11 +59,13 @@ async def test_per_node_feasibility_agrees_with_kube_scheduler(
     try:
         await oracle.setup()
         # Our side runs as `serve controller` runs it (informers, Lease, binder), on its own as
-        # kube-scheduler does; the oracle only creates pods and reads both sides' verdicts.
+        # kube-scheduler does; the oracle only creates pods and reads both sides' verdicts. Its node
+        # cache is the oracle's (as serve shares one): no probe before it shows the render.
         controller = asyncio.create_task(
             run_controller(
                 admin,
                 default_config(),
+                cluster=oracle.cluster,
                 identity="oracle",
                 registry=CollectorRegistry(),
                 lease_namespace="default",
@@ -88,7 +90,8 @@ async def test_per_node_feasibility_agrees_with_kube_scheduler(
     used = Counter(f for r in rows for f in r.features)
     reliability_report(  # type: ignore[operator]
         f"oracle ORACLE_SEED={base}: {CASES} cases, {len(rows)} per-node verdicts ({fits} fit, "
-        f"{len(rows) - fits} refused), {len(rows) - len(disagreements)} agree; constraints exercised: "
+        f"{len(rows) - fits} refused), {len(rows) - len(disagreements)} agree; {oracle.rewrites} node "
+        f"writes redone, {oracle.reruns} cases run again after node drift; constraints exercised: "
         + ", ".join(f"{k} {v}" for k, v in sorted(used.items()))
     )
     assert not disagreements, _table(disagreements, base)
