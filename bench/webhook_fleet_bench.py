@@ -54,6 +54,8 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The API double served over HTTPS is the tests' (tests/apidouble_support/http/).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from webhook_bench import cpu_model, review, vgpu_pod
 
 Obj = dict[str, Any]
