@@ -34,7 +34,7 @@ from vgpu_guard.engine.annotations import BIND_PHASE, VGPU_IDS
 from vgpu_guard.engine.cluster import ClusterView
 from vgpu_guard.engine.config import GuardConfig
 from vgpu_guard.engine.ledger import cached_ledger
-from vgpu_guard.engine.objects import Obj
+from vgpu_guard.engine.objects import Obj, version_of
 from vgpu_guard.kube.backoff import Backoff
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import KubeError
@@ -197,15 +197,6 @@ def pod_change_matters(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     )
 
 
-def _rv_number(obj: Mapping[str, Any]) -> int:
-    meta = obj.get("metadata")
-    raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    try:
-        return int(str(raw))
-    except ValueError:
-        return -1
-
-
 def _name(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
@@ -319,11 +310,11 @@ class CachedInputs:
         if self._changed_ledgers is not None:
             self._changed_ledgers.add(_name(event.object))
         ours = self._ledger_overlay.get(_name(event.object))
-        if event.type != "DELETED" and ours is not None and _rv_number(ours[1]) == _rv_number(event.object):
+        if event.type != "DELETED" and ours is not None and version_of(ours[1]) == version_of(event.object):
             return  # the echo of our own write
         if event.type == "DELETED":
-            self._ledger_deleted[_name(event.object)] = (self._clock(), _rv_number(event.object))
-            if ours is not None and _rv_number(event.object) >= _rv_number(ours[1]):
+            self._ledger_deleted[_name(event.object)] = (self._clock(), version_of(event.object))
+            if ours is not None and version_of(event.object) >= version_of(ours[1]):
                 # Deleted after our write: the overlay must not bring it back until its TTL.
                 del self._ledger_overlay[_name(event.object)]
         else:
@@ -422,7 +413,7 @@ class CachedInputs:
         # Kept as the cache keeps ledgers (decoded once, no raw entries): when the informer
         # delivers the same version, World keeps this object, so a raw one would stay for good.
         deleted = self._ledger_deleted.get(_name(obj))
-        if deleted is None or deleted[1] < _rv_number(obj):
+        if deleted is None or deleted[1] < version_of(obj):
             self._ledger_overlay[_name(obj)] = (self._clock(), cached_ledger(obj))
         if self._changed_ledgers is not None:
             self._changed_ledgers.add(_name(obj))
@@ -445,7 +436,7 @@ class CachedInputs:
         for name, (stamp, ours) in list(self._ledger_overlay.items()):
             seen = current.get(name)
             if now - stamp > OVERLAY_TTL_SECONDS or (
-                seen is not None and _rv_number(seen) >= _rv_number(ours)
+                seen is not None and version_of(seen) >= version_of(ours)
             ):
                 del self._ledger_overlay[name]  # the informer caught up (or never will)
                 if self._changed_ledgers is not None:

@@ -13,7 +13,8 @@ from tests.controller.allocation_testkit import Cluster, gpu_node, vgpu_pod
 from vgpu_guard.apidouble.client import MemoryClusterClient
 from vgpu_guard.controller.allocation import AllocationController
 from vgpu_guard.controller.ledger_gc import LedgerCollector
-from vgpu_guard.engine.ledger import decode_ledger
+from vgpu_guard.engine.ledger import NodeLedger, decode_ledger
+from vgpu_guard.engine.objects import Obj
 from vgpu_guard.kube.resources import LEDGERS, NODES
 
 
@@ -51,7 +52,7 @@ async def test_a_present_nodes_empty_ledger_stays() -> None:
     assert not registry.get_sample_value("vgpu_guard_ledgers_deleted_total")
 
 
-def _cached(cluster: Cluster, name: str) -> tuple[dict[str, object], dict[str, object]]:
+def _cached(cluster: Cluster, name: str) -> tuple[dict[str, NodeLedger], dict[str, Obj]]:
     raw = cluster.store.get(LEDGERS, name)
     return {name: decode_ledger(raw)}, {name: raw}
 
@@ -69,7 +70,7 @@ async def test_a_node_the_cache_has_not_seen_keeps_its_ledger() -> None:
     collector = LedgerCollector(MemoryClusterClient(cluster.store))
     collector.consider(["a"])
     ledgers, raw = _cached(cluster, "a")
-    assert await collector.collect(ledgers, raw, nodes={}) == []  # type: ignore[arg-type]
+    assert await collector.collect(ledgers, raw, nodes={}) == []
     assert "a" in cluster.ledgers()
 
 
@@ -81,11 +82,11 @@ async def test_a_write_since_the_read_wins() -> None:
     cluster.store.patch(LEDGERS, "a", {"metadata": {"labels": {"touched": "yes"}}})  # a write since
     collector = LedgerCollector(MemoryClusterClient(cluster.store))
     collector.consider(["a"])
-    assert await collector.collect(ledgers, raw, nodes={}) == []  # type: ignore[arg-type]
+    assert await collector.collect(ledgers, raw, nodes={}) == []
     assert "a" in cluster.ledgers()
     collector.consider(["a"])  # its next change: the fresh read goes
     ledgers, raw = _cached(cluster, "a")
-    assert await collector.collect(ledgers, raw, nodes={}) == ["a"]  # type: ignore[arg-type]
+    assert await collector.collect(ledgers, raw, nodes={}) == ["a"]
     assert "a" not in cluster.ledgers()
 
 
@@ -95,7 +96,7 @@ async def test_a_ledger_with_an_entry_or_unreadable_is_kept() -> None:
     ledgers, raw = _cached(cluster, "a")
     collector = LedgerCollector(MemoryClusterClient(cluster.store))
     collector.consider(["a"])
-    assert await collector.collect(ledgers, raw, nodes={}) == []  # type: ignore[arg-type]
+    assert await collector.collect(ledgers, raw, nodes={}) == []
     collector.consider(["a"])
     assert await collector.collect({}, raw, nodes={}) == []  # unreadable: not in the decoded ledgers
     assert "a" in cluster.ledgers()
@@ -110,9 +111,9 @@ async def test_an_api_failure_is_retried_next_pass_and_said_once(caplog: pytest.
     collector.consider(["a"])
     ledgers, raw = _cached(cluster, "a")
     with caplog.at_level(logging.WARNING, logger="vgpu_guard.controller.ledgers"):
-        assert await collector.collect(ledgers, raw, nodes={}) == []  # type: ignore[arg-type]
-        assert await collector.collect(ledgers, raw, nodes={}) == []  # type: ignore[arg-type]
-        assert await collector.collect(ledgers, raw, nodes={}) == ["a"]  # type: ignore[arg-type]
+        assert await collector.collect(ledgers, raw, nodes={}) == []
+        assert await collector.collect(ledgers, raw, nodes={}) == []
+        assert await collector.collect(ledgers, raw, nodes={}) == ["a"]
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and warned[0].startswith("cannot delete the GPULedger of gone node a: ")
     assert warned[0].endswith("(retried every pass; said once)")

@@ -55,6 +55,7 @@ from tests.oracle.cases import (
     render_pod,
     render_volume,
 )
+from vgpu_guard.engine.objects import version_of
 from vgpu_guard.kube.aio import AioClusterClient
 from vgpu_guard.kube.bounded import gather_bounded
 from vgpu_guard.kube.errors import AlreadyExists, NotFound
@@ -122,13 +123,6 @@ def _condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _version(obj: Mapping[str, Any]) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
-    except ValueError:
-        return -1
-
-
 def _taint_set(taints: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
     return {(str(t.get("key")), str(t.get("value") or ""), str(t.get("effect"))) for t in taints}
 
@@ -171,7 +165,7 @@ def settle_action(node: Mapping[str, Any] | None, want: Rendered) -> str:
     """For a node as a cache holds it: ``ok`` (as rendered), ``wait`` (the cache has not shown our
     last write yet, or only kube-controller-manager's taint is still to follow the cordon) or
     ``write`` (a write newer than ours changed what we render: write the render again)."""
-    if node is None or _version(node) < want.version:
+    if node is None or version_of(node) < want.version:
         return "wait"
     diff = differences(node, want)
     if not diff:
@@ -345,6 +339,9 @@ class Oracle:
             rows: dict[int, list[Row]] = {}
             running = dict(cases)
             for attempt in range(RERUNS + 1):
+                if attempt:
+                    self.reruns += len(running)
+                    await self._settle()
                 for step in range(max(len(c.nodes) for c in running.values())):
                     active = [(slot, case) for slot, case in running.items() if len(case.nodes) > step]
                     for slot, row in (await self._step(active, step)).items():
@@ -355,17 +352,13 @@ class Oracle:
                 drifted = {slot: self._drifted[slot] for slot in running if slot in self._drifted}
                 if not drifted:
                     return [row for slot, _ in cases for row in rows[slot]]
-                if attempt == RERUNS:
-                    raise AssertionError(
-                        f"wave {self.wave}: nodes kept drifting from their render in {RERUNS + 1} runs: "
-                        + ", ".join(sorted(drifted.values()))
-                    )
-                self.reruns += len(drifted)
                 running = {slot: running[slot] for slot in drifted}
                 for slot in drifted:
                     rows.pop(slot, None)
-                await self._settle()
-            raise AssertionError("unreachable")
+            raise AssertionError(
+                f"wave {self.wave}: nodes kept drifting from their render in {RERUNS + 1} runs: "
+                + ", ".join(sorted(drifted.values()))
+            )
         finally:
             await self._clear(cases)
 
@@ -403,7 +396,7 @@ class Oracle:
             if last is None:
                 try:
                     created = await self.admin.create(NODES, node)
-                    last = Rendered(part, version=_version(created))
+                    last = Rendered(part, version=version_of(created))
                 except AlreadyExists:  # left by an earlier run on this control plane
                     last = Rendered({})
                 self._rendered[name] = last
@@ -412,7 +405,7 @@ class Oracle:
             if allocatable != last.allocatable:
                 written = await self.admin.patch(NODES, name, status, subresource="status")
                 last.allocatable, last.echoed = allocatable, written["status"]["allocatable"]
-                last.version = _version(written)
+                last.version = version_of(written)
 
         self._guarding = False
         await gather_bounded(
@@ -430,7 +423,7 @@ class Oracle:
         ]
         written = await self.admin.patch(NODES, name, ops, patch_type="json")
         self._rendered[name].part = part
-        self._rendered[name].version = _version(written)
+        self._rendered[name].version = version_of(written)
 
     async def _settle(self) -> None:
         """Until our controller's node cache shows every fleet node as rendered and
@@ -487,7 +480,7 @@ class Oracle:
         written = await self.admin.patch(
             NODES, BARRIER_NODE, {"metadata": {"labels": {BARRIER_LABEL: token}}}
         )
-        version = _version(written)
+        version = version_of(written)
         if kube:
             pod = {
                 "apiVersion": "v1",
@@ -504,7 +497,7 @@ class Oracle:
         deadline = time.monotonic() + DECIDE_SECONDS
         while True:
             cached = self._node_cache.items.get(("", BARRIER_NODE))
-            seen = cached is not None and _version(cached) >= version
+            seen = cached is not None and version_of(cached) >= version
             barrier = self._probe_cache.items.get((BARRIER_NAMESPACE, f"barrier-{token}"))
             if seen and (not kube or (barrier is not None and barrier["spec"].get("nodeName"))):
                 break

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SUBDOMAIN_RULE", "Obj", "ObjMap", "is_subdomain_name"]
+__all__ = ["SUBDOMAIN_RULE", "Obj", "ObjMap", "is_subdomain_name", "version_number", "version_of"]
 
 Obj = dict[str, Any]
 ObjMap = Mapping[str, Any]
@@ -24,6 +24,22 @@ SUBDOMAIN_RULE = (
     "a lowercase RFC 1123 subdomain: lower case alphanumeric characters, '-' or '.', starting and "
     "ending with an alphanumeric character, at most 253 characters"
 )
+
+
+def version_number(text: object) -> int:
+    """A resourceVersion as a number, -1 when absent or not numeric. kube-apiserver's are etcd
+    revisions: comparable between writes of one object, which is all we compare (whose write is
+    newer: our own or the cache's)."""
+    try:
+        return int(str(text)) if text else -1
+    except ValueError:
+        return -1
+
+
+def version_of(obj: ObjMap) -> int:
+    """``obj``'s ``metadata.resourceVersion`` as ``version_number`` reads it."""
+    meta = obj.get("metadata")
+    return version_number(meta.get("resourceVersion") if isinstance(meta, Mapping) else None)
 
 
 def is_subdomain_name(name: str) -> bool:

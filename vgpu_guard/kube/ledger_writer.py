@@ -30,7 +30,7 @@ from vgpu_guard.engine.arbiter import Refused, Reserved
 from vgpu_guard.engine.cluster import NodeInfo
 from vgpu_guard.engine.ledger import LedgerError, NodeLedger, decode_ledger, encode_ledger
 from vgpu_guard.engine.ledger_summary import ledger_summary
-from vgpu_guard.engine.objects import Obj
+from vgpu_guard.engine.objects import Obj, version_number
 from vgpu_guard.kube.client import ClusterClient
 from vgpu_guard.kube.errors import Conflict, KubeError, NotFound
 from vgpu_guard.kube.informer import InformerEvent
@@ -128,18 +128,9 @@ class _Node:
     task: asyncio.Task[None] | None = None
 
 
-def _version(text: object) -> int:
-    """A resourceVersion as a number (-1 when absent or not numeric): kube-apiserver's are etcd
-    revisions, and only ours are compared here."""
-    try:
-        return int(str(text)) if text else -1
-    except ValueError:
-        return -1
-
-
 def _rv_number(ledger: NodeLedger) -> int:
     """A ledger's resourceVersion as a number (-1 when it does not exist or is not numeric)."""
-    return _version(ledger.resource_version)
+    return version_number(ledger.resource_version)
 
 
 class LedgerWriter:
@@ -232,7 +223,7 @@ class LedgerWriter:
         if event.type != "DELETED" or not isinstance(metadata, Mapping):
             return
         own = self._own(str(metadata.get("name")))
-        if own is not None and _version(metadata.get("resourceVersion")) >= _rv_number(own):
+        if own is not None and version_number(metadata.get("resourceVersion")) >= _rv_number(own):
             del self._latest[own.node]
 
     def newest(self, cached: NodeLedger) -> NodeLedger:
