@@ -77,7 +77,9 @@ class LedgerCollector:
             done = await self._delete(name, _meta(raw[name]))
             if done is None:
                 self._candidates.add(name)
-            elif done:
+                continue
+            self._failing.discard(name)  # settled either way: a later failure is said again
+            if done:
                 deleted.append(name)
         return deleted
 
@@ -104,7 +106,6 @@ class LedgerCollector:
         except KubeError as e:
             self._warn(f"cannot delete the GPULedger of gone node {name}: {e}", name)
             return None
-        self._failing.discard(name)
         audit("ledger-deleted", node=name, reason="node gone, no entry left")
         return True
 

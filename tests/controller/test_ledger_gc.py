@@ -31,15 +31,22 @@ async def _one_pod_on(node: str) -> tuple[Cluster, AllocationController, Collect
     return cluster, controller, registry
 
 
-async def test_a_gone_nodes_ledger_stays_while_it_holds_an_entry_and_goes_once_empty() -> None:
+async def test_a_gone_nodes_ledger_stays_while_it_holds_an_entry_and_goes_once_empty(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     cluster, controller, registry = await _one_pod_on("a")
     cluster.store.delete(NODES, "a")
     await cluster.converge(controller)
     assert "a" in cluster.ledgers()  # the bound pod's entry still counts
 
     cluster.delete_pod("one")
-    await cluster.converge(controller)
+    with caplog.at_level(logging.INFO, logger="vgpu_guard.audit"):
+        await cluster.converge(controller)
     assert "a" not in cluster.ledgers()
+    audits = [r.__dict__["audit"] for r in caplog.records if hasattr(r, "audit")]
+    assert [a for a in audits if a["event"] == "ledger-deleted"] == [
+        {"event": "ledger-deleted", "node": "a", "reason": "node gone, no entry left"}
+    ]
     assert registry.get_sample_value("vgpu_guard_ledgers_deleted_total") == 1
     assert all(not ledger.allocations for ledger in cluster.ledgers().values())
 
