@@ -102,7 +102,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "With --with-guard also run `vgpu-guard serve webhook` and "
         "`serve controller` against it and register the webhook. Ctrl-C stops everything and the state "
         "is lost. Create Nodes (with the volcano.sh/node-vgpu-register annotation) yourself, e.g. from "
-        "examples/simulate/; on the real control plane the sandbox keeps them Ready.",
+        "examples/simulate/; the sandbox keeps them Ready.",
     )
     parser.add_argument("--kubeconfig", required=True, metavar="FILE", help="where to write the kubeconfig")
     parser.add_argument(
